@@ -1,0 +1,43 @@
+# webshop-rl: `make test` and `make dev` are the two commands a newcomer needs.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+WSRL := $(VENV)/bin/wsrl
+EXTRAS ?= embedded,train,verl,export,dev
+PYTEST_ARGS ?=
+
+.PHONY: setup test lint fmt services services-stop dev help
+
+help:  ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+
+setup: $(VENV)/.installed  ## create the virtualenv and install the project
+
+# torch first and pinned, so that nothing later pulls a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+test: setup  ## run the test suite (real Postgres + Redis: machine's if WSRL_* set, else embedded)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: setup  ## ruff lint + format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: setup  ## ruff format + autofix
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+services: setup  ## start the embedded PostgreSQL and Redis (unless WSRL_* URLs are set)
+	$(WSRL) services start
+	$(WSRL) db upgrade
+
+services-stop: setup  ## stop the embedded services
+	$(WSRL) services stop
+
+dev: services  ## the whole stack on this machine (foreground; Ctrl-C stops it)
+	$(WSRL) dev

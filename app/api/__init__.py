@@ -1,0 +1,1 @@
+"""Control plane: rollouts, trajectories, policy endpoint, LLM gateway, metrics."""

@@ -1,0 +1,38 @@
+"""The ``wsrl`` command: joins the command groups of :mod:`app.commands`."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import typer
+
+from app import commands
+from app.logging import setup_logging
+
+cli = typer.Typer(
+    name="wsrl",
+    help="webshop-rl: train LLM shopping agents on WebShop with reinforcement learning.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_command_groups() -> None:
+    """Every module of app.commands registers its commands; adding a file adds a group."""
+    for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"app.commands.{module_info.name}")
+        module.register(cli)
+
+
+_register_command_groups()
+
+
+def main() -> None:
+    setup_logging()
+    cli()
+
+
+if __name__ == "__main__":
+    main()

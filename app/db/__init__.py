@@ -1,0 +1,1 @@
+"""Database: SQLAlchemy models and session handling, in one place."""

@@ -1,0 +1,1 @@
+"""The WebShop environment. Imports nothing else of this project."""

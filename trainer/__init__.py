@@ -1,0 +1,1 @@
+"""Scheduler, batch assembly, backends (local, verl), policy publication, tiny policy."""

@@ -76,6 +76,59 @@ class Settings(BaseSettings):
         120.0, description="Upper bound of one agent step (LLM + env); sets task deadlines."
     )
 
+    # --- Celery workers, deadlines and the reconciler ------------------------------------
+    episode_margin_s: float = Field(
+        60.0, description="Slack added to max_steps x step_timeout_s for one episode's budget."
+    )
+    broker_visibility_timeout_s: float | None = Field(
+        None,
+        description="Seconds before Redis redelivers an unacknowledged task; unset = the "
+        "hard time limit + 60 s (see workers.celery_app.time_limits).",
+    )
+    worker_concurrency: int = Field(8, description="Threads per `wsrl worker` process.")
+    worker_heartbeat_s: float = Field(
+        10.0,
+        description="How often a worker extends the deadline of its running rollouts; a "
+        "rollout whose worker missed 3 beats is presumed lost by the reconciler.",
+    )
+    rollout_queue_timeout_s: float = Field(
+        3600.0,
+        description="How long a queued rollout may wait before the reconciler assumes its "
+        "message was lost and enqueues it again.",
+    )
+    retry_backoff_s: float = Field(
+        2.0, description="Delay before a failed attempt's rollout is delivered again."
+    )
+    record_flush_every: int = Field(
+        32, description="Steps + LLM calls a worker buffers before writing them to Postgres."
+    )
+    reconcile_interval_s: float = Field(30.0, description="Period of `wsrl reconcile`.")
+    logs_channel: str = Field(
+        "wsrl:logs", description="Redis pub/sub channel of the agents' log lines (wsrl watch)."
+    )
+
+    # --- the agent and its LLM calls (workers/agent.py, workers/llm.py) ---------------
+    agent_history_steps: int = Field(
+        4, description="Previous steps (action + short observation) shown in each prompt."
+    )
+    agent_mode: str = Field(
+        "text", description="text: actions parsed from the reply; tools: search/click/buy tools."
+    )
+    llm_retry_budget_s: float = Field(
+        120.0, description="Total time one LLM call may spend retrying 5xx/timeouts."
+    )
+    llm_backoff_initial_s: float = Field(0.5, description="First retry/poll backoff.")
+    llm_backoff_max_s: float = Field(10.0, description="Cap of the retry/poll backoff.")
+    llm_paused_max_wait_s: float = Field(
+        1800.0, description="How long a call waits for a paused policy endpoint to serve."
+    )
+    env_timeout_s: float = Field(30.0, description="Timeout of one env server request.")
+    llm_token_capture: bool = Field(
+        True,
+        description="Ask for token ids + logprobs (vLLM's return_token_ids); off for servers "
+        "that reject unknown parameters (their calls are recorded as untrainable).",
+    )
+
     def services_file(self) -> Path:
         return self.data_dir / SERVICES_FILE
 

@@ -16,5 +16,13 @@ def setup_logging(level: int | str | None = None) -> None:
         logging.basicConfig(level=resolved, format=LOG_FORMAT)
     else:
         root.setLevel(resolved)
-    for noisy in ("httpx", "httpcore", "urllib3", "openai._base_client"):
+    noisy_loggers = (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "urllib3",
+        "openai._base_client",
+        "alembic.runtime.plugins",
+    )
+    for noisy in noisy_loggers:
         logging.getLogger(noisy).setLevel(logging.WARNING)

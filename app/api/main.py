@@ -1,0 +1,103 @@
+"""The control-plane API: ``create_app(settings)`` joins one router per resource.
+
+Long-lived clients (database engine, Redis, the Celery app, the gateway's HTTP pool) are
+built in the lifespan, kept on ``app.state`` and closed on shutdown; importing this
+module connects to nothing. Reads are open; writes need ``Bearer $WSRL_API_TOKEN``
+(attached once per write router). OpenAPI docs are at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import redis
+import redis.asyncio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
+
+from app.api.errors import NotFoundError
+from app.api.metrics import ApiMetrics, RequestMetricsMiddleware
+from app.api.routes import gateway, health, metrics, policy, rollouts, stats, trajectories
+from app.api.services.gateway import Gateway
+from app.config import Settings
+from app.db.lifecycle import IllegalTransition
+from app.db.session import make_engine, make_sessionmaker
+from workers.celery_app import create_celery
+
+logger = logging.getLogger(__name__)
+
+# Gateway calls are many and short; keep enough warm connections to the LLM server.
+HTTP_POOL = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The API for ``settings``; services are connected when the app starts serving."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings, pool_size=10, max_overflow=20)
+        sessions = make_sessionmaker(engine)
+        # The gateway's writes skip the WAL flush wait: see app.api.services.gateway.
+        gateway_engine = make_engine(
+            settings,
+            pool_size=10,
+            max_overflow=20,
+            pool_pre_ping=False,
+            connect_args={"options": "-c synchronous_commit=off"},
+        )
+        redis_url = settings.resolved_redis_url()
+        sync_redis = redis.Redis.from_url(redis_url)
+        async_redis = redis.asyncio.Redis.from_url(redis_url)
+        http = httpx.AsyncClient(timeout=settings.llm_timeout_s, limits=HTTP_POOL)
+        app.state.engine = engine
+        app.state.sessionmaker = sessions
+        app.state.redis = sync_redis
+        app.state.celery = create_celery(settings)
+        app.state.gateway = Gateway(settings, http, async_redis, make_sessionmaker(gateway_engine))
+        app.state.metrics.watch_pipeline(sessions, sync_redis)
+        logger.info("API ready (database and Redis from settings)")
+        try:
+            yield
+        finally:
+            await http.aclose()
+            await async_redis.aclose()
+            sync_redis.close()
+            app.state.celery.close()
+            engine.dispose()
+            gateway_engine.dispose()
+
+    app = FastAPI(
+        title="webshop-rl control plane",
+        summary="Enqueue rollouts, read trajectories, publish the policy, proxy LLM calls.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = ApiMetrics()
+    app.add_middleware(RequestMetricsMiddleware, metrics=app.state.metrics)
+    for module in (rollouts, policy):
+        app.include_router(module.writes)
+    for module in (rollouts, trajectories, policy, stats, health, metrics, gateway):
+        app.include_router(module.router)
+    app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(DataError, _data_error)
+    app.add_exception_handler(IllegalTransition, _illegal_transition)
+    return app
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=404)
+
+
+async def _data_error(request: Request, exc: Exception) -> JSONResponse:
+    """A value the database rejects (out of range, malformed) is the caller's error."""
+    origin = getattr(exc, "orig", exc)
+    return JSONResponse({"detail": f"invalid value: {origin}"}, status_code=422)
+
+
+async def _illegal_transition(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=409)

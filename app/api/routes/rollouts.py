@@ -1,0 +1,105 @@
+"""Rollouts: enqueue episodes (POST, token required) and read their status (GET)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from sqlalchemy import func, select
+from sqlalchemy.orm import selectinload
+
+from app.api.deps import SessionDep, WriteAuth
+from app.api.errors import get_or_404
+from app.api.schemas import (
+    AttemptOut,
+    RolloutCreate,
+    RolloutDetail,
+    RolloutOut,
+    RolloutPage,
+    RolloutsCreated,
+)
+from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.db.models import Rollout
+from workers.enqueue import EnqueueError, enqueue_rollouts
+
+router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
+writes = APIRouter(prefix="/v1/rollouts", tags=["rollouts"], dependencies=[WriteAuth])
+
+
+@writes.post("", status_code=status.HTTP_201_CREATED, response_model=RolloutsCreated)
+def create_rollouts(body: RolloutCreate, session: SessionDep, request: Request) -> RolloutsCreated:
+    """Queue ``group_size`` rollouts per goal; the messages go out once the rows are committed.
+
+    Goals are the given ``goal_ids`` or ``count`` goals of ``split``. The samples of one
+    goal share a group id. Unknown goals or a split without enough goals are a 422.
+    """
+    try:
+        ids = enqueue_rollouts(
+            session,
+            request.app.state.celery,
+            goal_ids=body.goal_ids,
+            split=body.split,
+            count=body.count,
+            group_size=body.group_size,
+            mode=body.mode.value,
+            agent_url=str(body.agent_url) if body.agent_url else None,
+            sampling=body.sampling,
+            settings=request.app.state.settings,
+        )
+    except EnqueueError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+    return RolloutsCreated(ids=ids, count=len(ids))
+
+
+@router.get("", response_model=RolloutPage)
+def list_rollouts(
+    session: SessionDep,
+    status_: Annotated[RolloutStatus | None, Query(alias="status")] = None,
+    mode: RolloutMode | None = None,
+    goal_id: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+    group_id: uuid.UUID | None = None,
+    policy_version: Annotated[
+        int | None,
+        Query(ge=0, le=2**31 - 1, description="Rollouts with a call served by this version."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> RolloutPage:
+    """Newest first; ``total`` counts every match, ``items`` holds one page."""
+    conditions = []
+    if status_ is not None:
+        conditions.append(Rollout.status == status_)
+    if mode is not None:
+        conditions.append(Rollout.mode == mode)
+    if goal_id is not None:
+        conditions.append(Rollout.goal_id == goal_id)
+    if group_id is not None:
+        conditions.append(Rollout.group_id == group_id)
+    if policy_version is not None:
+        conditions.append(Rollout.policy_version_min <= policy_version)
+        conditions.append(Rollout.policy_version_max >= policy_version)
+    total = session.scalar(select(func.count()).select_from(Rollout).where(*conditions)) or 0
+    rows = session.scalars(
+        select(Rollout)
+        .where(*conditions)
+        .order_by(Rollout.created_at.desc(), Rollout.group_id, Rollout.sample_index)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return RolloutPage(
+        total=total,
+        limit=limit,
+        offset=offset,
+        items=[RolloutOut.model_validate(row) for row in rows],
+    )
+
+
+@router.get("/{rollout_id}", response_model=RolloutDetail)
+def get_rollout(rollout_id: uuid.UUID, session: SessionDep) -> RolloutDetail:
+    """Status, outcome and every attempt of one rollout."""
+    rollout = get_or_404(session, Rollout, rollout_id, options=[selectinload(Rollout.attempt_rows)])
+    return RolloutDetail(
+        **RolloutOut.model_validate(rollout).model_dump(),
+        attempt_history=[AttemptOut.model_validate(a) for a in rollout.attempt_rows],
+    )

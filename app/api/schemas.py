@@ -1,0 +1,189 @@
+"""Request and response bodies of the control-plane API (the OpenAPI schema at /docs)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
+
+from app.db.lifecycle import AttemptStatus, PolicyVersionStatus, RolloutMode, RolloutStatus
+
+
+class RolloutCreate(BaseModel):
+    """Either ``goal_ids`` or ``split`` + ``count``; each goal gets ``group_size`` samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal_ids: list[int] | None = Field(None, min_length=1, max_length=10_000)
+    split: str | None = Field(None, description="Goal split to sample from, with count.")
+    count: int | None = Field(None, ge=1, le=10_000, description="Goals drawn from split.")
+    group_size: int = Field(1, ge=1, le=256, description="Samples per goal (GRPO group).")
+    mode: RolloutMode = RolloutMode.TRAIN
+    agent_url: HttpUrl | None = Field(None, description="External agent playing the episodes.")
+    sampling: dict[str, Any] | None = Field(None, description="LLM sampling parameters.")
+
+    @model_validator(mode="after")
+    def _one_source_of_goals(self) -> RolloutCreate:
+        if self.goal_ids is not None and (self.split is not None or self.count is not None):
+            raise ValueError("give either goal_ids or split + count, not both")
+        if self.goal_ids is None and (self.split is None or self.count is None):
+            raise ValueError("give goal_ids, or split and count")
+        return self
+
+
+class RolloutsCreated(BaseModel):
+    ids: list[uuid.UUID]
+    count: int
+
+
+class AttemptOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    number: int
+    status: AttemptStatus
+    worker: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    error: str | None
+    reward: float | None
+
+
+class RolloutOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    goal_id: int
+    group_id: uuid.UUID
+    sample_index: int
+    mode: RolloutMode
+    status: RolloutStatus
+    attempts: int
+    max_attempts: int
+    reward: float | None
+    success: bool | None
+    num_steps: int | None
+    policy_version_min: int | None
+    policy_version_max: int | None
+    reward_parts: dict[str, Any] | None
+    agent_url: str | None
+    sampling: dict[str, Any] | None
+    worker: str | None
+    last_error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RolloutDetail(RolloutOut):
+    attempt_history: list[AttemptOut] = Field(description="Every attempt, oldest first.")
+
+
+class RolloutPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    items: list[RolloutOut]
+
+
+class StepOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    index: int
+    action: str
+    observation: str | None
+    reward: float
+    done: bool
+    valid: bool
+    latency_ms: float | None
+    info: dict[str, Any] | None
+
+
+class LlmCallOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    index: int
+    policy_version: int | None
+    model: str | None
+    request_messages: Any
+    response_text: str | None
+    finish_reason: str | None
+    latency_ms: float | None
+    trainable: bool
+    num_prompt_tokens: int | None = None
+    num_response_tokens: int | None = None
+    prompt_token_ids: list[int] | None = None
+    response_token_ids: list[int] | None = None
+    response_logprobs: list[float] | None = None
+
+
+class Trajectory(BaseModel):
+    rollout_id: uuid.UUID
+    goal_id: int
+    instruction: str
+    mode: RolloutMode
+    rollout_status: RolloutStatus
+    attempt: AttemptOut
+    reward: float | None
+    reward_parts: dict[str, Any] | None
+    steps: list[StepOut]
+    llm_calls: list[LlmCallOut]
+
+
+EndpointStatus = Literal["serving", "paused"]
+
+
+class PolicyEndpointIn(BaseModel):
+    """The endpoint workers and the gateway call; ``paused`` while weights sync."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: HttpUrl
+    model: str = Field(min_length=1)
+    version: int = Field(ge=0)
+    status: EndpointStatus = "serving"
+    checkpoint: str | None = Field(None, description="Recorded on the policy_versions row.")
+
+
+class PolicyEndpointOut(BaseModel):
+    base_url: str | None
+    model: str | None
+    version: int | None
+    status: str
+    source: Literal["redis", "settings", "none"] = Field(
+        description="Where it came from: published in Redis, the settings' fallback, or none."
+    )
+
+
+class PolicyVersionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    version: int
+    base_url: str | None
+    model: str | None
+    checkpoint: str | None
+    status: PolicyVersionStatus
+    created_at: datetime
+
+
+class VersionStats(BaseModel):
+    policy_version: int | None
+    rollouts: int
+    mean_reward: float | None
+    success_rate: float | None
+
+
+class Stats(BaseModel):
+    queue_depth: dict[str, int]
+    in_flight: int
+    by_status: dict[str, int]
+    completed_per_minute: float
+    window_minutes: int
+    by_policy_version: list[VersionStats]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    db: str
+    redis: str

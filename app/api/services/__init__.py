@@ -1,0 +1,1 @@
+"""What the routes do beyond reading rows: publishing the policy, computing statistics."""

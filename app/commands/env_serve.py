@@ -1,0 +1,75 @@
+"""``wsrl env serve``: the WebShop environment over HTTP (joins the ``env`` group)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import typer
+
+from app.commands.env import env_cli
+
+logger = logging.getLogger(__name__)
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(3000, "--port", min=1, max=65535, help="Port to listen on."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Folder with the original files; default: the generated catalog."
+    ),
+    goals: str | None = typer.Option(None, "--goals", help="synthetic or human."),
+    products: int | None = typer.Option(
+        None,
+        "--products",
+        min=1,
+        help="Serve the generated catalog with N products (generated once, cached).",
+    ),
+    session_ttl: float = typer.Option(
+        600.0, "--session-ttl", min=0.001, help="Idle seconds before a session expires."
+    ),
+    max_sessions: int = typer.Option(
+        10_000, "--max-sessions", min=1, help="Live sessions at most (429 beyond)."
+    ),
+) -> None:
+    """Serve the env: native API at /, AgentGym routes at /agentgym, AGL routes at /agl.
+
+    One process holds every session in memory, so there is no --workers: a session's
+    requests must all reach the process that holds it.
+    """
+    from app.config import get_settings
+    from app.webshop.env import WebShopEnv
+    from app.webshop.server.app import create_app
+    from app.webshop.server.runner import serve as run_server
+
+    settings = get_settings()
+    goal_kind = goals or settings.env_goals
+    if goal_kind not in ("synthetic", "human"):
+        raise typer.BadParameter(f"unknown goal set {goal_kind!r}; expected synthetic or human")
+    if data is not None and products is not None:
+        raise typer.BadParameter("give --data or --products, not both")
+    data_dir = None if products is not None else (data or settings.env_data)
+    started = time.perf_counter()
+    env = WebShopEnv.load(
+        data_dir=data_dir,
+        goals=goal_kind,
+        num_products=products,
+        cache_dir=settings.data_dir / "catalog",
+    )
+    logger.info(
+        "loaded %d products and %d %s goals from %s in %.2f s",
+        env.num_products,
+        len(env.goals),
+        goal_kind,
+        data_dir or f"the generated catalog ({products or 'default size'})",
+        time.perf_counter() - started,
+    )
+    app = create_app(env, session_ttl_s=session_ttl, max_sessions=max_sessions)
+    logger.info("serving the WebShop env on http://%s:%d", host, port)
+    run_server(app, host=host, port=port)
+
+
+def register(cli: typer.Typer) -> None:
+    """Adds ``serve`` to the ``env`` group that :mod:`app.commands.env` registers."""
+    env_cli.command("serve")(serve)

@@ -1,0 +1,81 @@
+"""``wsrl policy bootstrap``: the tiny CPU policy, warm-started on oracle demonstrations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
+console = Console()
+
+
+@policy_cli.command("bootstrap")
+def bootstrap_command(
+    out: Annotated[
+        Path | None, typer.Option(help="Checkpoint folder; default <data_dir>/policy/tiny-SEED.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of data order and initialisation.")] = 0,
+    episodes: Annotated[int, typer.Option(min=1, help="Oracle episodes to imitate.")] = 100,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 2,
+    hidden: Annotated[int, typer.Option(min=8, help="Hidden size of the model.")] = 192,
+    layers: Annotated[int, typer.Option(min=1, help="Transformer blocks.")] = 4,
+    vocab: Annotated[int, typer.Option(min=300, help="Tokenizer vocabulary size.")] = 4096,
+    eval_goals: Annotated[
+        int, typer.Option(min=0, help="Test goals to evaluate on afterwards (0 = none).")
+    ] = 0,
+    force: Annotated[bool, typer.Option(help="Rebuild even when cached.")] = False,
+) -> None:
+    """Build the tiny policy (tokenizer + model) and imitate the oracle; cached per config.
+
+    Writes a Hugging Face checkpoint folder (AutoModelForCausalLM / AutoTokenizer load it).
+    No download: the tokenizer is trained on the catalog and the action grammar.
+    """
+    from app.config import get_settings
+    from app.webshop.env import WebShopEnv
+    from trainer.bootstrap import BootstrapConfig, bootstrap
+    from trainer.tiny_policy import TinySize
+
+    settings = get_settings()
+    size = TinySize(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        layers=layers,
+        heads=max(2, hidden // 32),
+        intermediate_size=hidden * 8 // 3,
+    )
+    config = BootstrapConfig(seed=seed, episodes=episodes, epochs=epochs, size=size)
+    target = out or settings.data_dir / "policy" / f"tiny-{seed}"
+    env = WebShopEnv.load(
+        settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
+    )
+    manifest = bootstrap(env, target, config, force=force)
+    state = "cached" if manifest["cached"] else f"built in {manifest['seconds']:.0f} s"
+    console.print(
+        f"tiny policy in {target} ({state}): {manifest['parameters']:,} parameters, "
+        f"{manifest['demonstrations']} demonstration steps, loss {manifest['final_loss']:.3f}"
+    )
+    if eval_goals:
+        _evaluate(env, target, eval_goals, seed)
+
+
+def _evaluate(env, target: Path, goals: int, seed: int) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.inprocess_eval import evaluate
+
+    model = AutoModelForCausalLM.from_pretrained(str(target)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(target))
+    ids = env.goal_ids("test")[:goals]
+    for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
+        result = evaluate(model, tokenizer, env, ids, temperature=temperature, seed=seed)
+        console.print(
+            f"{name}: success {result.success_rate:.1%}, mean reward "
+            f"{result.mean_reward:.3f}, invalid steps {result.invalid_steps}/{result.steps}"
+        )
+
+
+def register(cli: typer.Typer) -> None:
+    cli.add_typer(policy_cli, name="policy")

@@ -1,0 +1,178 @@
+"""``wsrl worker|enqueue|reconcile|watch``: the Celery side of rollouts."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from app.config import ServicesNotRunningError, get_settings
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(message: object) -> typer.Exit:
+    err_console.print(f"[red]Error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def worker(
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", help="Threads (default: settings).")
+    ] = None,
+    queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated.")] = (
+        "rollouts,eval"
+    ),
+    pool: Annotated[str, typer.Option(help="Celery pool: threads, prefork, solo.")] = "threads",
+    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+    name: Annotated[str | None, typer.Option(help="Node name (default wsrl-<pid>@host).")] = None,
+) -> None:
+    """Run a Celery worker for rollout jobs (wraps `celery worker`)."""
+    from workers.celery_app import QUEUES, get_app
+
+    unknown = set(queues.split(",")) - set(QUEUES)
+    if unknown:
+        raise _fail(f"unknown queues {sorted(unknown)}; known: {', '.join(QUEUES)}")
+    try:
+        celery = get_app()
+    except ServicesNotRunningError as exc:
+        raise _fail(exc) from exc
+    threads = concurrency or get_settings().worker_concurrency
+    celery.worker_main(
+        [
+            "worker",
+            f"--pool={pool}",
+            f"--concurrency={threads}",
+            f"--queues={queues}",
+            f"--loglevel={loglevel}",
+            f"--hostname={name or f'wsrl-{os.getpid()}@%h'}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def enqueue(
+    split: Annotated[str | None, typer.Option(help="Draw goals from this split.")] = None,
+    count: Annotated[
+        int | None, typer.Option(help="Goals to draw (default: all of the split).")
+    ] = None,
+    group_size: Annotated[int, typer.Option(help="Rollouts per goal (a GRPO group).")] = 1,
+    mode: Annotated[str, typer.Option(help="train or eval.")] = "train",
+    goal_ids: Annotated[
+        str | None, typer.Option(help="Comma-separated goal ids instead of --split.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the goal draw.")] = None,
+) -> None:
+    """Create rollouts (COUNT goals x GROUP_SIZE samples) and queue their jobs."""
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+    from workers.celery_app import get_app
+    from workers.enqueue import EnqueueError, enqueue_rollouts, sync_goals
+    from workers.env_client import EnvClient, EnvError
+
+    settings = get_settings()
+    try:
+        ids = [int(x) for x in goal_ids.split(",")] if goal_ids else None
+    except ValueError as exc:
+        raise _fail(f"--goal-ids must be comma-separated integers: {goal_ids!r}") from exc
+    try:
+        engine = make_engine(settings)
+        celery = get_app()
+    except ServicesNotRunningError as exc:
+        raise _fail(exc) from exc
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            with EnvClient.from_settings(settings) as env:
+                added = sync_goals(session, env)
+            if added:
+                console.print(f"loaded {added} goals from {settings.env_url}")
+            rollout_ids = enqueue_rollouts(
+                session,
+                celery,
+                goal_ids=ids,
+                split=split,
+                count=count,
+                group_size=group_size,
+                mode=mode,
+                settings=settings,
+                seed=seed,
+            )
+    except (EnqueueError, EnvError) as exc:
+        raise _fail(exc) from exc
+    finally:
+        engine.dispose()
+    console.print(f"queued {len(rollout_ids)} {mode} rollouts")
+
+
+def reconcile(
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between passes (default: settings).")
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+) -> None:
+    """Re-enqueue rollouts stuck past their deadline; fail those out of attempts."""
+    from app.db.session import make_engine, make_sessionmaker
+    from workers.celery_app import get_app
+    from workers.reconciler import reconcile_once, run_loop
+
+    settings = get_settings()
+    try:
+        engine = make_engine(settings)
+        celery = get_app()
+    except ServicesNotRunningError as exc:
+        raise _fail(exc) from exc
+    sessions = make_sessionmaker(engine)
+    try:
+        if once:
+            report = reconcile_once(sessions, celery, settings)
+            console.print(
+                f"resent {len(report.resent)}, failed {len(report.failed)}, "
+                f"attempts marked lost {report.lost_attempts}"
+            )
+            return
+        run_loop(sessions, celery, settings, interval_s=interval or settings.reconcile_interval_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.dispose()
+
+
+def watch(
+    summary_every: Annotated[float, typer.Option(help="Seconds between summary lines.")] = 5.0,
+    quiet: Annotated[bool, typer.Option(help="Only the summary, no episode lines.")] = False,
+) -> None:
+    """Follow the episode logs of all workers live, with a progress summary."""
+    from redis import Redis
+
+    from workers.watch import Progress, follow, format_message
+
+    settings = get_settings()
+    try:
+        redis = Redis.from_url(settings.resolved_redis_url())
+    except ServicesNotRunningError as exc:
+        raise _fail(exc) from exc
+    progress = Progress()
+    last_summary = time.monotonic()
+    console.print(f"following {settings.logs_channel} (Ctrl-C stops)")
+    try:
+        for message in follow(redis, settings.logs_channel):
+            if message is not None:
+                progress.update(message)
+                if not quiet:
+                    console.print(format_message(message), markup=False, highlight=False)
+            if time.monotonic() - last_summary >= summary_every:
+                console.rule(progress.summary())
+                last_summary = time.monotonic()
+    except KeyboardInterrupt:
+        console.rule(progress.summary())
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("worker")(worker)
+    cli.command("enqueue")(enqueue)
+    cli.command("reconcile")(reconcile)
+    cli.command("watch")(watch)

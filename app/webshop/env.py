@@ -1,0 +1,137 @@
+"""The facade everything else uses: catalog + goals + search index, and sessions.
+
+``WebShopEnv.load`` compiles the catalog (once, cached on disk, see
+:mod:`app.webshop.store`), builds or maps the search index (cached next to it, keyed by
+the same catalog hash) and returns a read-only object that any number of sessions and
+threads share. With no ``data_dir`` it generates the default catalog (2,000 products,
+seed 0) into the cache on first use.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import random
+from collections.abc import Sequence
+from functools import lru_cache
+from itertools import accumulate
+from pathlib import Path
+
+from app.webshop.goals import Goal, split_range
+from app.webshop.loader import Product
+from app.webshop.nouns import NounFn, get_noun_fn
+from app.webshop.search import SearchIndex
+from app.webshop.session import Session, StepResult
+from app.webshop.store import GOAL_KINDS, CompiledCatalog, GoalList, compile_catalog
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CACHE_DIR = Path(".wsrl/catalog")
+DEFAULT_NUM_PRODUCTS = 2000
+DEFAULT_SEED = 0
+PRICE_SEED = 0
+
+__all__ = ["Goal", "Session", "StepResult", "WebShopEnv", "default_catalog_dir"]
+
+
+def default_catalog_dir(cache_dir: Path, num_products: int, seed: int = DEFAULT_SEED) -> Path:
+    """Where the generated catalog of that size lives: ``<cache>/default`` for the default."""
+    if num_products == DEFAULT_NUM_PRODUCTS and seed == DEFAULT_SEED:
+        return cache_dir / "default"
+    return cache_dir / f"generated-{num_products}-seed{seed}"
+
+
+def ensure_generated_catalog(cache_dir: Path, num_products: int, seed: int = DEFAULT_SEED) -> Path:
+    """Generates the catalog once (marker file written last, so a crash regenerates)."""
+    out = default_catalog_dir(cache_dir, num_products, seed)
+    marker = out / ".complete"
+    if not marker.exists():
+        from app.webshop.catalog_gen import write_catalog
+
+        logger.info("Generating a %d-product catalog into %s", num_products, out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_catalog(out, num_products, seed=seed, human_goals=True)
+        marker.write_text("ok")
+    return out
+
+
+class WebShopEnv:
+    """Catalog + goals + search index, loaded once, read-only, shared by all sessions/threads."""
+
+    def __init__(
+        self,
+        catalog: CompiledCatalog,
+        index: SearchIndex,
+        goal_kind: str = "synthetic",
+        noun_tagger: str = "auto",
+    ) -> None:
+        self.catalog = catalog
+        self.index = index
+        self.goal_kind = goal_kind
+        self.goals: GoalList = catalog.goals(goal_kind)
+        self.nouns: NounFn = get_noun_fn(noun_tagger)
+        self._cum_weights: list[float] | None = None
+        self._product = lru_cache(maxsize=4096)(catalog.product)
+
+    @classmethod
+    def load(
+        cls,
+        data_dir: Path | None = None,
+        goals: str = "synthetic",
+        num_products: int | None = None,
+        cache_dir: Path | None = None,
+        noun_tagger: str = "auto",
+    ) -> WebShopEnv:
+        """Loads the original-format files of ``data_dir``, or the generated catalog of
+        ``num_products`` (default 2,000) when ``data_dir`` is None."""
+        if goals not in GOAL_KINDS:
+            raise ValueError(f"Unknown goal set {goals!r}; expected one of {GOAL_KINDS}")
+        cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+        if data_dir is None:
+            data_dir = ensure_generated_catalog(cache_dir, num_products or DEFAULT_NUM_PRODUCTS)
+        compiled = compile_catalog(Path(data_dir), cache_dir / "compiled", PRICE_SEED)
+        catalog = CompiledCatalog(compiled)
+        index = SearchIndex.open_or_build(catalog.iter_products(), compiled / "index")
+        return cls(catalog, index, goals, noun_tagger)
+
+    # --- catalog ---------------------------------------------------------------------------
+    @property
+    def num_products(self) -> int:
+        return len(self.catalog)
+
+    def product(self, index: int) -> Product:
+        return self._product(index)
+
+    def search(self, query: str) -> Sequence[int]:
+        return self.index.search(query)
+
+    # --- goals -----------------------------------------------------------------------------
+    def goal_ids(self, split: str) -> list[int]:
+        return list(split_range(split, len(self.goals)))
+
+    def sample_goal(self, rng: random.Random, split: str | None = None) -> Goal:
+        """A goal drawn with probability proportional to its weight (within ``split``
+        when given)."""
+        if len(self.goals) == 0:
+            raise ValueError("This catalog has no goals")
+        if split is not None:
+            ids = split_range(split, len(self.goals))
+            if not ids:
+                raise ValueError(f"Split {split!r} is empty in this catalog")
+            weights = [float(self.goals.weights[i]) for i in ids]
+            return self.goals[rng.choices(list(ids), weights=weights)[0]]
+        if self._cum_weights is None:
+            self._cum_weights = list(accumulate(float(w) for w in self.goals.weights))
+        total = self._cum_weights[-1]
+        i = bisect.bisect_right(self._cum_weights, rng.random() * total)
+        return self.goals[min(i, len(self.goals) - 1)]
+
+    def new_session(self, goal_index: int | None = None, seed: int | None = None) -> Session:
+        """A fresh episode on goal ``goal_index``, or on a weighted draw seeded by ``seed``."""
+        if goal_index is None:
+            goal = self.sample_goal(random.Random(seed))
+        else:
+            if not 0 <= goal_index < len(self.goals):
+                raise IndexError(f"goal {goal_index} out of range (0..{len(self.goals) - 1})")
+            goal = self.goals[goal_index]
+        return Session(self, goal, self.goals.product_index(goal.index))

@@ -1,0 +1,141 @@
+"""AgentGym-compatible routes (mounted under ``/agentgym``).
+
+AgentGym's WebShop client talks to integer env ids: ``/create`` opens one (already reset
+on a weighted random goal), ``/reset`` starts a new episode on it with ``session_id`` as
+the goal index, ``/step`` answers ``{state, reward, done, info}``, ``/close`` ends it.
+Its sessions live in the same store as the native ones (same TTL and cap); an env id is
+kept as the store key ``ag-<id>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from app.webshop.env import Session
+from app.webshop.server.deps import ServiceDep
+from app.webshop.server.responses import OrjsonResponse
+from app.webshop.server.service import MAX_ACTION_CHARS, WebShopService
+
+router = APIRouter(prefix="/agentgym", tags=["agentgym"])
+
+KEY_PREFIX = "ag-"
+EnvIdx = Annotated[int, Query(description="id returned by /create")]
+
+
+class EnvIds:
+    """Hands out increasing integer env ids; safe across the server's threads."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._counter)
+
+
+class StepQuery(BaseModel):
+    env_idx: int
+    action: str = Field(max_length=MAX_ACTION_CHARS)
+
+
+class ResetQuery(BaseModel):
+    env_idx: int
+    session_id: int | None = None
+
+
+class CloseQuery(BaseModel):
+    env_idx: int
+
+
+def _key(env_idx: int) -> str:
+    return f"{KEY_PREFIX}{env_idx}"
+
+
+@router.get("/")
+async def ok() -> Response:
+    return OrjsonResponse("ok")
+
+
+@router.get("/list_envs")
+async def list_envs(service: ServiceDep) -> Response:
+    ids = [int(k[len(KEY_PREFIX) :]) for k in service.store.ids() if k.startswith(KEY_PREFIX)]
+    return OrjsonResponse(sorted(ids))
+
+
+@router.post("/create")
+def create(request: Request, service: ServiceDep) -> Response:
+    """A new env id with an episode already started on a weighted random goal."""
+    env_idx = request.app.state.agentgym_ids.next()
+    service.start(None, key=_key(env_idx))
+    return OrjsonResponse(env_idx)
+
+
+@router.post("/step")
+def step(body: StepQuery, service: ServiceDep) -> Response:
+    result = service.step(_key(body.env_idx), body.action).result
+    return OrjsonResponse(
+        {
+            "state": result.observation,
+            "reward": result.reward,
+            "done": result.done,
+            "info": result.info,
+        }
+    )
+
+
+@router.post("/reset")
+def reset(body: ResetQuery, service: ServiceDep) -> Response:
+    """A new episode on the same env id: goal ``session_id``, or weighted random."""
+    key = _key(body.env_idx)
+    service.store.get(key)  # 404 / 410 before any work
+    goal = None if body.session_id is None else service.goal(body.session_id)
+    entry = service.start(goal, key=key)
+    with entry.lock:
+        return OrjsonResponse([entry.session.observation(), None])
+
+
+def _read(service: WebShopService, env_idx: int, read: Callable[[Session], Any]) -> Response:
+    with service.store.using(_key(env_idx)) as entry:
+        return OrjsonResponse(read(entry.session))
+
+
+@router.get("/observation")
+def observation(env_idx: EnvIdx, service: ServiceDep) -> Response:
+    return _read(service, env_idx, lambda s: s.observation())
+
+
+@router.get("/available_actions")
+def available_actions(env_idx: EnvIdx, service: ServiceDep) -> Response:
+    return _read(service, env_idx, lambda s: s.available_actions())
+
+
+@router.get("/instruction_text")
+def instruction_text(env_idx: EnvIdx, service: ServiceDep) -> Response:
+    return _read(service, env_idx, lambda s: s.instruction_text)
+
+
+@router.get("/state")
+def state(env_idx: EnvIdx, service: ServiceDep) -> Response:
+    """The page as HTML (there is no URL: pages are not served as a web site here)."""
+    return _read(
+        service,
+        env_idx,
+        lambda s: {
+            "url": "",
+            "html": s.observation("html"),
+            "instruction_text": s.instruction_text,
+        },
+    )
+
+
+@router.post("/close")
+def close(body: CloseQuery, service: ServiceDep) -> Response:
+    """``{closed: false}`` for an id that is not open, as AgentGym's server answers."""
+    return OrjsonResponse({"closed": service.store.delete(_key(body.env_idx))})

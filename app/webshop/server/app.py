@@ -1,0 +1,74 @@
+"""``create_app``: the env server as a FastAPI app around one loaded :class:`WebShopEnv`.
+
+The env is loaded by the caller (the CLI, a test) and shared read-only by every session;
+the app only adds the session store, the route families and a background sweep that
+drops idle sessions so that the cap counts live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from app.webshop.env import WebShopEnv
+from app.webshop.server import agentgym, agl, native
+from app.webshop.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from app.webshop.server.responses import OrjsonResponse, install_error_handlers
+from app.webshop.server.service import WebShopService
+from app.webshop.server.sessions import SessionStore
+
+logger = logging.getLogger(__name__)
+
+
+async def _sweep_forever(store: SessionStore, every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        dropped = store.sweep()
+        if dropped:
+            logger.info("dropped %d idle sessions (%d live)", dropped, len(store))
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    store: SessionStore = app.state.service.store
+    sweeper = asyncio.create_task(_sweep_forever(store, min(max(store.ttl_s / 2, 0.5), 30.0)))
+    try:
+        yield
+    finally:
+        sweeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeper
+
+
+def create_app(
+    env: WebShopEnv,
+    *,
+    session_ttl_s: float = 600,
+    max_sessions: int = 10_000,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """The server: native API at ``/``, AgentGym's at ``/agentgym``, AGL's at ``/agl``.
+
+    ``session_ttl_s``: idle seconds before a session expires (then 410 for a while).
+    ``max_sessions``: live sessions across all route families (429 beyond).
+    ``max_body_bytes``: larger request bodies are refused with 413 before parsing.
+    """
+    app = FastAPI(
+        title="WebShop environment",
+        summary="Sessions of the WebShop environment over HTTP (native, AgentGym, AGL).",
+        default_response_class=OrjsonResponse,
+        lifespan=_lifespan,
+    )
+    store = SessionStore(ttl_s=session_ttl_s, max_sessions=max_sessions)
+    app.state.service = WebShopService(env, store)
+    app.state.agentgym_ids = agentgym.EnvIds()
+    install_error_handlers(app)
+    app.include_router(native.router)
+    app.include_router(agentgym.router)
+    app.include_router(agl.router)
+    app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
+    return app

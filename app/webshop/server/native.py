@@ -1,0 +1,132 @@
+"""The native API: sessions by string id, goals, health (the table in CONTRACT.md).
+
+Routes that touch a session are plain ``def`` routes: FastAPI runs them on its thread
+pool, so a slow search in one session never stalls the event loop (or ``/health``), and
+the session's own lock serialises concurrent calls on the same id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from fastapi import APIRouter, Body, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.webshop.server.deps import ServiceDep
+from app.webshop.server.responses import OrjsonResponse
+from app.webshop.server.service import MAX_ACTION_CHARS, goal_json, step_json
+
+router = APIRouter(tags=["native"])
+
+Split = Literal["test", "eval", "train"]
+
+
+class CreateSession(BaseModel):
+    """``goal_id``, or ``split`` + ``index``, or neither (a goal drawn by weight)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    goal_id: int | None = None
+    split: Split | None = None
+    index: int | None = None
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_pick(self) -> Self:
+        if (self.split is None) != (self.index is None):
+            raise ValueError("split and index go together: give both or neither")
+        if self.goal_id is not None and self.split is not None:
+            raise ValueError("give goal_id or split + index, not both")
+        return self
+
+
+class StepBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    action: str = Field(max_length=MAX_ACTION_CHARS)
+
+
+@router.post("/sessions", status_code=201)
+def create_session(
+    service: ServiceDep, body: Annotated[CreateSession | None, Body()] = None
+) -> Response:
+    """Start an episode. The answer carries everything an agent needs for its first step."""
+    body = body or CreateSession()
+    if body.goal_id is not None:
+        goal = service.goal(body.goal_id)
+    elif body.split is not None and body.index is not None:
+        goal = service.goal_in_split(body.split, body.index)
+    else:
+        goal = None
+    entry = service.start(goal, seed=body.seed)
+    with entry.lock:
+        session = entry.session
+        payload = {
+            "session_id": entry.key,
+            "goal": goal_json(session.goal),
+            "observation": session.observation(),
+            "available_actions": session.available_actions(),
+        }
+    return OrjsonResponse(payload, status_code=201)
+
+
+@router.post("/sessions/{session_id}/step")
+def step(session_id: str, body: StepBody, service: ServiceDep) -> Response:
+    """One action. An invalid action is a normal answer with ``info.valid`` false."""
+    return OrjsonResponse(step_json(service.step(session_id, body.action).result))
+
+
+@router.get("/sessions/{session_id}")
+def get_session(session_id: str, service: ServiceDep) -> Response:
+    return OrjsonResponse(service.summary(session_id))
+
+
+@router.get("/sessions/{session_id}/observation")
+def get_observation(
+    session_id: str,
+    service: ServiceDep,
+    mode: Literal["text", "text_rich", "html"] = "text",
+) -> Response:
+    with service.store.using(session_id) as entry:
+        return OrjsonResponse({"observation": entry.session.observation(mode)})
+
+
+@router.get("/sessions/{session_id}/available_actions")
+def get_available_actions(session_id: str, service: ServiceDep) -> Response:
+    with service.store.using(session_id) as entry:
+        return OrjsonResponse(entry.session.available_actions())
+
+
+@router.delete("/sessions/{session_id}", status_code=204)
+def delete_session(session_id: str, service: ServiceDep) -> Response:
+    """Deleting a missing (or expired) id is a no-op: 204 either way."""
+    service.store.delete(session_id)
+    return Response(status_code=204)
+
+
+@router.get("/goals")
+async def list_goals(
+    service: ServiceDep,
+    split: Split | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    total, goals = service.list_goals(split, offset, limit)
+    return OrjsonResponse({"total": total, "goals": [goal_json(g) for g in goals]})
+
+
+@router.get("/goals/{goal_id}")
+async def get_goal(goal_id: int, service: ServiceDep) -> Response:
+    return OrjsonResponse(goal_json(service.goal(goal_id)))
+
+
+@router.get("/health")
+async def health(service: ServiceDep) -> Response:
+    return OrjsonResponse(
+        {
+            "status": "ok",
+            "products": service.num_products,
+            "goals": len(service.env.goals),
+            "sessions": len(service.store),
+        }
+    )

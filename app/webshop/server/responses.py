@@ -1,0 +1,74 @@
+"""JSON responses and error handlers of the env server.
+
+Every answer is rendered with orjson (several times faster than the standard library on
+observation-sized strings). Every error is ``{"detail": "<message>"}``; under ``/agl`` the
+message is also given as ``"error"`` and a malformed body is a 400, as that example's
+server answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+
+from app.webshop.server.sessions import SessionError
+
+logger = logging.getLogger(__name__)
+
+AGL_PREFIX = "/agl"
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+class OrjsonResponse(JSONResponse):
+    """A JSON response rendered by orjson."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=_ORJSON_OPTIONS)
+
+
+def error_response(request: Request, status: int, message: str) -> Response:
+    body: dict[str, Any] = {"detail": message}
+    if request.url.path.startswith(AGL_PREFIX):
+        body["error"] = message
+    return OrjsonResponse(body, status_code=status)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """One readable line per problem: ``body.action: String should have at most ...``."""
+    parts = []
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error", "invalid JSON")
+            parts.append(f"malformed JSON body: {reason}")
+            continue
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map the store's, FastAPI's and Starlette's errors to ``{"detail": message}``."""
+
+    @app.exception_handler(SessionError)
+    async def _session_error(request: Request, exc: SessionError) -> Response:
+        return error_response(request, exc.status, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        status = 400 if request.url.path.startswith(AGL_PREFIX) else 422
+        return error_response(request, status, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(request, 500, f"internal error: {type(exc).__name__}: {exc}")

@@ -1,0 +1,159 @@
+"""What the route families share: goal lookup, session creation and stepping.
+
+Routes stay thin: they validate the request shape and turn results into their family's
+JSON; everything that touches the env or the store happens here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from app.webshop.env import Goal, StepResult, WebShopEnv
+from app.webshop.server.sessions import SessionEntry, SessionError, SessionStore
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("test", "eval", "train")
+MAX_ACTION_CHARS = 2_000
+
+
+class GoalNotFoundError(SessionError):
+    """A goal id, split index or instruction that names no goal."""
+
+    status = 404
+
+
+@dataclass
+class Stepped:
+    """A step's result with the entry it ran on (for the bookkeeping fields)."""
+
+    entry: SessionEntry
+    result: StepResult
+
+
+def goal_json(goal: Goal) -> dict[str, Any]:
+    """A goal as the native API shows it."""
+    return {
+        "id": goal.index,
+        "split": goal.split,
+        "instruction": goal.instruction,
+        "asin": goal.asin,
+        "attributes": list(goal.attributes),
+        "goal_options": goal.goal_options,
+        "price_upper": goal.price_upper,
+        "weight": goal.weight,
+        "category": goal.category,
+    }
+
+
+def step_json(result: StepResult) -> dict[str, Any]:
+    """``{observation, reward, done, info}``: the step shape of the native and AGL APIs."""
+    return {
+        "observation": result.observation,
+        "reward": result.reward,
+        "done": result.done,
+        "info": result.info,
+    }
+
+
+class WebShopService:
+    """The env plus the session store, as the HTTP API uses them."""
+
+    def __init__(self, env: WebShopEnv, store: SessionStore) -> None:
+        self.env = env
+        self.store = store
+        self._instruction_index: dict[str, int] | None = None
+        self._instruction_lock = threading.Lock()
+
+    @property
+    def num_products(self) -> int:
+        return self.env.num_products
+
+    # --- goals ---------------------------------------------------------------------------
+    def goal(self, goal_id: int) -> Goal:
+        """The goal with this id; :class:`GoalNotFoundError` when out of range."""
+        if not 0 <= goal_id < len(self.env.goals):
+            raise GoalNotFoundError(
+                f"unknown goal {goal_id}: goal ids run from 0 to {len(self.env.goals) - 1}"
+            )
+        return self.env.goals[goal_id]
+
+    def goal_in_split(self, split: str, index: int) -> Goal:
+        """The ``index``-th goal of ``split`` (the order of :meth:`WebShopEnv.goal_ids`)."""
+        ids = self.env.goal_ids(split)
+        if not 0 <= index < len(ids):
+            raise GoalNotFoundError(
+                f"unknown goal: split {split!r} has {len(ids)} goals, index {index} is outside"
+            )
+        return self.env.goals[ids[index]]
+
+    def goal_by_instruction(self, instruction: str) -> Goal:
+        """The goal whose instruction text is ``instruction`` (case and spacing ignored).
+
+        The index is built on first use: servers that never need it never pay for it.
+        """
+        with self._instruction_lock:
+            if self._instruction_index is None:
+                index: dict[str, int] = {}
+                for goal in self.env.goals:
+                    index.setdefault(_normalise(goal.instruction), goal.index)
+                self._instruction_index = index
+        goal_id = self._instruction_index.get(_normalise(instruction))
+        if goal_id is None:
+            raise GoalNotFoundError(f"no goal has the instruction {instruction[:200]!r}")
+        return self.env.goals[goal_id]
+
+    def list_goals(self, split: str | None, offset: int, limit: int) -> tuple[int, list[Goal]]:
+        """``(total, page)`` of the goals of ``split`` (all goals when None)."""
+        if split is None:
+            goals = self.env.goals
+            return len(goals), list(goals[offset : offset + limit])
+        ids = self.env.goal_ids(split)
+        return len(ids), [self.env.goals[i] for i in ids[offset : offset + limit]]
+
+    # --- sessions ------------------------------------------------------------------------
+    def start(
+        self, goal: Goal | None = None, seed: int | None = None, key: str | None = None
+    ) -> SessionEntry:
+        """A new episode on ``goal`` (weighted random when None), stored under ``key``."""
+        if key is None and len(self.store) >= self.store.max_sessions:
+            # Fail before paying for a session that the store would refuse anyway.
+            self.store.sweep()
+        session = self.env.new_session(None if goal is None else goal.index, seed=seed)
+        return self.store.add(session, key=key)
+
+    def step(self, key: str, action: str) -> Stepped:
+        """Run one action on a session, serialised with every other use of that session."""
+        with self.store.using(key) as entry:
+            result = entry.session.step(action)
+            entry.num_steps += 1
+            if result.done and entry.purchased_asin is None:
+                entry.purchased_asin = _purchased_asin(result)
+            return Stepped(entry, result)
+
+    def summary(self, key: str) -> dict[str, Any]:
+        """The native ``GET /sessions/{id}`` answer."""
+        with self.store.using(key) as entry:
+            session = entry.session
+            return {
+                "session_id": entry.key,
+                "goal_id": session.goal.index,
+                "done": session.done,
+                "reward": session.reward,
+                "reward_parts": session.reward_parts,
+                "num_steps": entry.num_steps,
+                "purchased_asin": entry.purchased_asin,
+            }
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _purchased_asin(result: StepResult) -> str | None:
+    """The asin bought at ``buy now`` (the env puts it in the final step's info)."""
+    value = (result.info or {}).get("asin")
+    return value if isinstance(value, str) else None

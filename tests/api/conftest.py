@@ -1,0 +1,67 @@
+"""Fixtures of the API tests: the app on the session's Postgres + Redis, rows, servers.
+
+``client`` drives the app in-process (``TestClient``: lifespan and all, no socket);
+``api_server`` serves it with a real uvicorn on a free 127.0.0.1 port. Rows that the app
+must see are committed through ``db_engine`` with ids unique to each test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from helpers.api_rows import TOKEN, Rows
+from sqlalchemy import Engine
+
+from app.api.main import create_app
+from app.config import Settings
+from app.webshop.server.runner import RunningServer, serve_in_thread
+from workers.endpoint import ENDPOINT_KEY
+
+
+@pytest.fixture(scope="session")
+def api_settings(test_settings: Settings) -> Settings:
+    """The test services, a known token, short LLM timeouts and no fallback endpoint."""
+    return test_settings.model_copy(
+        update={"api_token": TOKEN, "llm_timeout_s": 5.0, "llm_base_url": None}
+    )
+
+
+@pytest.fixture
+def redis_client(api_settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(api_settings.resolved_redis_url())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def no_endpoint(redis_client: redis.Redis) -> Iterator[None]:
+    """No policy endpoint published, before and after the test."""
+    redis_client.delete(ENDPOINT_KEY)
+    yield
+    redis_client.delete(ENDPOINT_KEY)
+
+
+@pytest.fixture
+def api_app(api_settings: Settings) -> FastAPI:
+    return create_app(api_settings)
+
+
+@pytest.fixture
+def client(api_app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(api_app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def api_server(api_app: FastAPI) -> Iterator[RunningServer]:
+    with serve_in_thread(api_app) as running:
+        yield running
+
+
+@pytest.fixture
+def rows(db_engine: Engine) -> Rows:
+    return Rows(db_engine)

@@ -1,0 +1,267 @@
+"""The LLM gateway: the official openai client through a real API server to the real
+scripted LLM server; calls recorded like the built-in agent's; failure modes."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from helpers.api_rows import AUTH, TOKEN, Rows
+from helpers.processes import free_port
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from app.api.main import create_app
+from app.config import Settings
+from app.db.lifecycle import AttemptStatus, RolloutStatus
+from app.db.models import LlmCall
+from app.scripted_llm import create_app as create_scripted_llm
+from app.webshop.server.runner import RunningServer, serve_in_thread
+from workers.endpoint import EndpointStatus, PolicyEndpoint, publish_endpoint
+from workers.llm import token_capture_params
+
+MESSAGES = [
+    {"role": "system", "content": "You are a shopping agent."},
+    {"role": "user", "content": "Find blue shoes under 50 dollars."},
+]
+
+
+@pytest.fixture(scope="module")
+def scripted_llm() -> Iterator[RunningServer]:
+    with serve_in_thread(create_scripted_llm("rule", None)) as running:
+        yield running
+
+
+@pytest.fixture
+def version(scripted_llm: RunningServer, redis_client: redis.Redis, no_endpoint: None) -> int:
+    """The scripted server published as a fresh policy version."""
+    number = random.randint(1_000_000, 1_000_000_000)
+    publish_endpoint(redis_client, PolicyEndpoint(f"{scripted_llm.url}/v1", "policy", number))
+    return number
+
+
+@pytest.fixture
+def attempt(rows: Rows) -> tuple[uuid.UUID, int]:
+    """A running rollout with its running attempt 1: (rollout id, attempt row id)."""
+    rollout = rows.rollout(status=RolloutStatus.RUNNING)
+    return rollout, rows.attempt(rollout, 1)
+
+
+def _gateway(base: str, rollout: uuid.UUID, number: int = 1) -> str:
+    return f"{base}/v1/gateway/rollouts/{rollout}/attempts/{number}/v1"
+
+
+def _calls(engine: Engine, attempt_id: int) -> list[LlmCall]:
+    with Session(engine) as session:
+        return list(
+            session.scalars(
+                select(LlmCall).where(LlmCall.attempt_id == attempt_id).order_by(LlmCall.index)
+            )
+        )
+
+
+def test_openai_client_through_gateway_records_calls(
+    api_server: RunningServer,
+    scripted_llm: RunningServer,
+    version: int,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    rollout, attempt_id = attempt
+    client = openai.OpenAI(base_url=_gateway(api_server.url, rollout), api_key=TOKEN, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="whatever-the-agent-says", messages=MESSAGES, max_tokens=64
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content
+    assert raw.headers["x-wsrl-call-index"] == "0"
+    assert raw.headers["x-wsrl-policy-version"] == str(version)
+    client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=64)
+
+    direct = httpx.post(
+        f"{scripted_llm.url}/v1/chat/completions",
+        json={"model": "policy", "messages": MESSAGES, "max_tokens": 64, **token_capture_params()},
+    ).json()
+    answered = raw.http_response.json()
+    assert answered["choices"][0]["token_ids"] == direct["choices"][0]["token_ids"]
+    assert answered["prompt_token_ids"] == direct["prompt_token_ids"]
+    assert answered["model"] == "policy"  # the served model, not the agent's name for it
+
+    calls = _calls(db_engine, attempt_id)
+    assert [c.index for c in calls] == [0, 1]
+    first = calls[0]
+    assert first.policy_version == version
+    assert first.request_messages == MESSAGES
+    assert first.response_text == completion.choices[0].message.content
+    assert first.prompt_token_ids == direct["prompt_token_ids"]
+    assert first.response_token_ids == direct["choices"][0]["token_ids"]
+    assert first.response_logprobs is not None
+    assert len(first.response_logprobs) == len(first.response_token_ids)
+    assert first.trainable is True
+    assert first.latency_ms is not None and first.latency_ms >= 0
+
+
+def test_unknown_rollout_404(api_server: RunningServer, version: int) -> None:
+    missing = uuid.uuid4()
+    client = openai.OpenAI(base_url=_gateway(api_server.url, missing), api_key=TOKEN, max_retries=0)
+    with pytest.raises(openai.NotFoundError, match=f"unknown attempt 1 of rollout {missing}"):
+        client.chat.completions.create(model="m", messages=MESSAGES)
+
+
+def test_unknown_attempt_404(
+    client: TestClient, version: int, attempt: tuple[uuid.UUID, int]
+) -> None:
+    rollout, _ = attempt
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/2/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    )
+    assert response.status_code == 404
+    assert response.json()["detail"] == f"unknown attempt 2 of rollout {rollout}"
+
+
+def test_finished_attempt_409_and_nothing_recorded(
+    client: TestClient, version: int, rows: Rows, db_engine: Engine
+) -> None:
+    rollout = rows.rollout(status=RolloutStatus.SUCCEEDED)
+    attempt_id = rows.attempt(rollout, 1, status=AttemptStatus.SUCCEEDED)
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    )
+    assert response.status_code == 409
+    assert "succeeded, not running" in response.json()["detail"]
+    assert _calls(db_engine, attempt_id) == []
+
+
+def test_upstream_down_502_with_message(
+    client: TestClient,
+    redis_client: redis.Redis,
+    no_endpoint: None,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    publish_endpoint(redis_client, PolicyEndpoint(dead, "policy", 7))
+    rollout, attempt_id = attempt
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    )
+    assert response.status_code == 502
+    assert f"upstream LLM at {dead} unreachable" in response.json()["detail"]
+    assert _calls(db_engine, attempt_id) == []
+
+
+def test_upstream_error_passed_through_unrecorded(
+    client: TestClient,
+    scripted_llm: RunningServer,
+    version: int,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    httpx.post(f"{scripted_llm.url}/admin/faults", json={"mode": "error_5xx", "count": 1})
+    rollout, attempt_id = attempt
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    )
+    assert response.status_code == 503
+    assert response.json()["error"]["message"] == "scripted fault: server error"
+    assert _calls(db_engine, attempt_id) == []
+
+
+def test_no_endpoint_503(
+    client: TestClient, no_endpoint: None, attempt: tuple[uuid.UUID, int]
+) -> None:
+    rollout, _ = attempt
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    )
+    assert response.status_code == 503
+    assert "no policy endpoint" in response.json()["detail"]
+
+
+def test_paused_endpoint_waits_then_503(
+    api_settings: Settings,
+    scripted_llm: RunningServer,
+    redis_client: redis.Redis,
+    no_endpoint: None,
+    attempt: tuple[uuid.UUID, int],
+) -> None:
+    paused = PolicyEndpoint(f"{scripted_llm.url}/v1", "policy", 3, EndpointStatus.PAUSED)
+    publish_endpoint(redis_client, paused)
+    rollout, _ = attempt
+    with TestClient(create_app(api_settings.model_copy(update={"llm_timeout_s": 0.3}))) as client:
+        response = client.post(
+            f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+            json={"messages": MESSAGES},
+            headers=AUTH,
+        )
+    assert response.status_code == 503
+    assert "paused" in response.json()["detail"]
+    assert response.headers["retry-after"] == "5"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{nope", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"model": "m"}', "'messages'"),
+        (b'{"messages": []}', "'messages'"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "stream": true}', "stream"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "n": 2}', "n must be 1"),
+    ],
+)
+def test_bad_body_422(
+    client: TestClient,
+    version: int,
+    attempt: tuple[uuid.UUID, int],
+    content: bytes,
+    message: str,
+) -> None:
+    rollout, _ = attempt
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+        content=content,
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert message in response.json()["detail"]
+
+
+def test_bad_attempt_number_422(client: TestClient, attempt: tuple[uuid.UUID, int]) -> None:
+    rollout, _ = attempt
+    response = client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/0/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    )
+    assert response.status_code == 422
+
+
+def test_gateway_metrics_observed(
+    client: TestClient, version: int, attempt: tuple[uuid.UUID, int]
+) -> None:
+    rollout, _ = attempt
+    client.post(
+        f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers=AUTH,
+    ).raise_for_status()
+    text = client.get("/metrics").text
+    assert "wsrl_gateway_overhead_seconds_count 1.0" in text
+    assert "wsrl_gateway_request_seconds_count 1.0" in text

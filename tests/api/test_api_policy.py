@@ -1,0 +1,157 @@
+"""GET/PUT /v1/policy: the endpoint in Redis, the settings' fallback, policy_versions rows."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+import redis
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from helpers.api_rows import AUTH
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.api.main import create_app
+from app.config import Settings
+from app.db.models import PolicyVersion
+from workers.endpoint import EndpointStatus, read_endpoint
+
+
+@pytest.fixture
+def version() -> int:
+    """A version number no other test uses (the session shares one database)."""
+    return random.randint(1_000_000, 1_000_000_000)
+
+
+def _row(engine: Engine, version: int) -> PolicyVersion | None:
+    with Session(engine) as session:
+        return session.get(PolicyVersion, version)
+
+
+def test_get_without_endpoint_404(client: TestClient, no_endpoint: None) -> None:
+    response = client.get("/v1/policy")
+    assert response.status_code == 404
+    assert "no policy endpoint" in response.json()["detail"]
+
+
+def test_get_falls_back_to_settings(api_settings: Settings, no_endpoint: None) -> None:
+    settings = api_settings.model_copy(
+        update={"llm_base_url": "http://127.0.0.1:9999/v1", "llm_model": "fallback"}
+    )
+    app: FastAPI = create_app(settings)
+    with TestClient(app) as client:
+        body = client.get("/v1/policy").json()
+    assert body == {
+        "base_url": "http://127.0.0.1:9999/v1",
+        "model": "fallback",
+        "version": 0,
+        "status": "serving",
+        "source": "settings",
+    }
+
+
+def test_put_publishes_and_records_active_version(
+    client: TestClient,
+    redis_client: redis.Redis,
+    db_engine: Engine,
+    no_endpoint: None,
+    version: int,
+) -> None:
+    body = {
+        "base_url": "http://127.0.0.1:8001/v1/",
+        "model": "qwen",
+        "version": version,
+        "checkpoint": "/ckpt/step-1",
+    }
+    response = client.put("/v1/policy", json=body, headers=AUTH)
+    assert response.status_code == 200, response.text
+    assert response.json()["base_url"] == "http://127.0.0.1:8001/v1"
+    published = read_endpoint(redis_client)
+    assert published is not None
+    assert (published.base_url, published.model, published.version) == (
+        "http://127.0.0.1:8001/v1",
+        "qwen",
+        version,
+    )
+    assert published.status == EndpointStatus.SERVING
+    assert client.get("/v1/policy").json()["source"] == "redis"
+    row = _row(db_engine, version)
+    assert row is not None
+    assert (row.status.value, row.model, row.checkpoint) == ("active", "qwen", "/ckpt/step-1")
+
+
+def test_put_newer_version_retires_older_and_old_is_409(
+    client: TestClient, db_engine: Engine, no_endpoint: None, version: int
+) -> None:
+    base = {"base_url": "http://127.0.0.1:8001/v1", "model": "m"}
+    assert client.put("/v1/policy", json={**base, "version": version}, headers=AUTH).is_success
+    assert client.put("/v1/policy", json={**base, "version": version + 1}, headers=AUTH).is_success
+    old, new = _row(db_engine, version), _row(db_engine, version + 1)
+    assert old is not None and new is not None
+    assert (old.status.value, new.status.value) == ("retired", "active")
+    response = client.put("/v1/policy", json={**base, "version": version}, headers=AUTH)
+    assert response.status_code == 409
+    assert "retired" in response.json()["detail"]
+    assert client.get("/v1/policy").json()["version"] == version + 1
+
+
+def test_put_paused_then_serving(
+    client: TestClient,
+    db_engine: Engine,
+    redis_client: redis.Redis,
+    no_endpoint: None,
+    version: int,
+) -> None:
+    base = {"base_url": "http://127.0.0.1:8001/v1", "model": "m", "version": version}
+    response = client.put("/v1/policy", json={**base, "status": "paused"}, headers=AUTH)
+    assert response.json()["status"] == "paused"
+    row = _row(db_engine, version)
+    assert row is not None and row.status.value == "syncing"
+    assert client.get("/v1/policy").json()["status"] == "paused"
+    client.put("/v1/policy", json=base, headers=AUTH).raise_for_status()
+    row = _row(db_engine, version)
+    assert row is not None and row.status.value == "active"
+    published = read_endpoint(redis_client)
+    assert published is not None and published.serving
+
+
+def test_versions_listed_newest_first(client: TestClient, no_endpoint: None, version: int) -> None:
+    base = {"base_url": "http://127.0.0.1:8001/v1", "model": "m"}
+    client.put("/v1/policy", json={**base, "version": version}, headers=AUTH).raise_for_status()
+    listed = client.get("/v1/policy/versions").json()
+    versions = [v["version"] for v in listed]
+    assert version in versions
+    assert versions == sorted(versions, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"base_url": "not a url", "model": "m", "version": 1},
+        {"base_url": "http://x/v1", "model": "", "version": 1},
+        {"base_url": "http://x/v1", "model": "m", "version": -1},
+        {"base_url": "http://x/v1", "model": "m", "version": 1, "status": "asleep"},
+        {"base_url": "http://x/v1", "model": "m"},
+    ],
+)
+def test_put_bad_body_422(client: TestClient, body: dict, no_endpoint: None) -> None:
+    response = client.put("/v1/policy", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"]
+
+
+@pytest.fixture
+def broken_redis_client(api_settings: Settings) -> Iterator[TestClient]:
+    from helpers.processes import free_port
+
+    settings = api_settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"})
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_get_with_redis_down_503(broken_redis_client: TestClient) -> None:
+    response = broken_redis_client.get("/v1/policy")
+    assert response.status_code == 503
+    assert "cannot read the policy endpoint" in response.json()["detail"]

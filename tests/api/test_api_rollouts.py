@@ -1,0 +1,202 @@
+"""POST /v1/rollouts (enqueue) and GET /v1/rollouts[/{id}] (filters, paging, status)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.signals import after_task_publish
+from fastapi.testclient import TestClient
+from helpers.api_rows import AUTH, Rows
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
+from app.db.models import Rollout
+
+
+@pytest.fixture
+def published() -> Iterator[list[dict[str, Any]]]:
+    """Celery messages the app sends (routing key and args), seen in this process."""
+    sent: list[dict[str, Any]] = []
+
+    def record(sender: str, headers: dict[str, Any], routing_key: str, **_: Any) -> None:
+        sent.append({"task": sender, "queue": routing_key, "rollout": headers["argsrepr"]})
+
+    after_task_publish.connect(record, weak=False)
+    yield sent
+    after_task_publish.disconnect(record)
+
+
+def test_post_goal_ids_with_group_size_creates_groups_and_sends_jobs(
+    client: TestClient, rows: Rows, db_engine: Engine, published: list[dict[str, Any]]
+) -> None:
+    goals = [rows.goal(), rows.goal()]
+    response = client.post(
+        "/v1/rollouts",
+        json={"goal_ids": goals, "group_size": 3, "sampling": {"temperature": 0.5}},
+        headers=AUTH,
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["count"] == 6
+    ids = [uuid.UUID(i) for i in body["ids"]]
+    with Session(db_engine) as session:
+        created = session.scalars(select(Rollout).where(Rollout.id.in_(ids))).all()
+    assert len(created) == 6
+    groups: dict[uuid.UUID, list[Rollout]] = {}
+    for rollout in created:
+        groups.setdefault(rollout.group_id, []).append(rollout)
+    assert sorted(len(g) for g in groups.values()) == [3, 3]
+    for group in groups.values():
+        assert len({r.goal_id for r in group}) == 1
+        assert sorted(r.sample_index for r in group) == [0, 1, 2]
+    assert {r.mode for r in created} == {RolloutMode.TRAIN}
+    assert {r.sampling["temperature"] for r in created} == {0.5}
+    ours = [m for m in published if any(str(i) in m["rollout"] for i in ids)]
+    assert len(ours) == 6
+    assert {(m["task"], m["queue"]) for m in ours} == {("workers.rollout.run", "rollouts")}
+
+
+def test_post_split_count_eval_goes_to_eval_queue(
+    client: TestClient, rows: Rows, published: list[dict[str, Any]]
+) -> None:
+    split = f"split-{uuid.uuid4().hex[:8]}"
+    for _ in range(3):
+        rows.goal(split=split)
+    response = client.post(
+        "/v1/rollouts",
+        json={"split": split, "count": 2, "mode": "eval", "agent_url": "http://127.0.0.1:9/a"},
+        headers=AUTH,
+    )
+    assert response.status_code == 201, response.text
+    ids = response.json()["ids"]
+    assert len(ids) == 2
+    listed = client.get("/v1/rollouts", params={"mode": "eval", "limit": 1000}).json()["items"]
+    mine = [r for r in listed if r["id"] in ids]
+    assert len(mine) == 2
+    assert {r["agent_url"] for r in mine} == {"http://127.0.0.1:9/a"}
+    assert {m["queue"] for m in published if any(i in m["rollout"] for i in ids)} == {"eval"}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"goal_ids": [1], "split": "test", "count": 1}, "not both"),
+        ({"split": "test"}, "split and count"),
+        ({}, "give goal_ids"),
+        ({"goal_ids": []}, "at least 1"),
+        ({"goal_ids": [1], "group_size": 0}, "greater than or equal to 1"),
+        ({"goal_ids": [1], "mode": "play"}, "'train' or 'eval'"),
+        ({"goal_ids": [1], "agent_url": "not a url"}, "URL"),
+        ({"goal_ids": [1], "surprise": 1}, "Extra inputs"),
+    ],
+)
+def test_post_bad_body_422(client: TestClient, body: dict[str, Any], message: str) -> None:
+    response = client.post("/v1/rollouts", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert message in response.text
+
+
+def test_post_unknown_goal_ids_422_names_them(client: TestClient) -> None:
+    response = client.post("/v1/rollouts", json={"goal_ids": [7, 1_999_999_999]}, headers=AUTH)
+    assert response.status_code == 422
+    assert "unknown goal ids" in response.json()["detail"]
+    assert "1999999999" in response.json()["detail"]
+
+
+def test_post_empty_split_422(client: TestClient) -> None:
+    response = client.post(
+        "/v1/rollouts", json={"split": "no-such-split", "count": 2}, headers=AUTH
+    )
+    assert response.status_code == 422
+    assert "no goals in split 'no-such-split'" in response.json()["detail"]
+
+
+def test_post_not_json_422(client: TestClient) -> None:
+    response = client.post(
+        "/v1/rollouts",
+        content=b"{not json",
+        headers={**AUTH, "content-type": "application/json"},
+    )
+    assert response.status_code == 422
+
+
+def test_list_filters(client: TestClient, rows: Rows) -> None:
+    goal = rows.goal()
+    group = uuid.uuid4()
+    queued = rows.rollout(goal, group_id=group)
+    done = rows.rollout(
+        goal, group_id=group, status=RolloutStatus.SUCCEEDED, reward=1.0, versions=(3, 5)
+    )
+    evaluated = rows.rollout(goal, mode=RolloutMode.EVAL, status=RolloutStatus.FAILED)
+
+    def ids(**params: Any) -> set[str]:
+        response = client.get("/v1/rollouts", params={"goal_id": goal, **params})
+        assert response.status_code == 200, response.text
+        return {item["id"] for item in response.json()["items"]}
+
+    assert ids() == {str(queued), str(done), str(evaluated)}
+    assert ids(status="queued") == {str(queued)}
+    assert ids(status="succeeded") == {str(done)}
+    assert ids(mode="eval") == {str(evaluated)}
+    assert ids(group_id=str(group)) == {str(queued), str(done)}
+    assert ids(policy_version=4) == {str(done)}
+    assert ids(policy_version=5) == {str(done)}
+    assert ids(policy_version=6) == set()
+
+
+def test_list_limit_offset_pages_newest_first(client: TestClient, rows: Rows) -> None:
+    goal = rows.goal()
+    made = [str(rows.rollout(goal)) for _ in range(5)]
+    first = client.get("/v1/rollouts", params={"goal_id": goal, "limit": 2}).json()
+    second = client.get("/v1/rollouts", params={"goal_id": goal, "limit": 2, "offset": 2}).json()
+    rest = client.get("/v1/rollouts", params={"goal_id": goal, "limit": 2, "offset": 4}).json()
+    assert first["total"] == 5
+    pages = [item["id"] for page in (first, second, rest) for item in page["items"]]
+    assert sorted(pages) == sorted(made)
+    assert pages[0] == made[-1]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"status": "sleeping"},
+        {"mode": "play"},
+        {"limit": 0},
+        {"limit": 100_000},
+        {"offset": -1},
+        {"group_id": "not-a-uuid"},
+        {"goal_id": 2**40},
+        {"policy_version": "x"},
+    ],
+)
+def test_list_bad_filters_422(client: TestClient, params: dict[str, Any]) -> None:
+    response = client.get("/v1/rollouts", params=params)
+    assert response.status_code == 422
+    assert response.json()["detail"]
+
+
+def test_get_rollout_with_attempts(client: TestClient, rows: Rows) -> None:
+    rollout = rows.rollout(status=RolloutStatus.RUNNING)
+    rows.attempt(rollout, 1, status=AttemptStatus.FAILED)
+    rows.attempt(rollout, 2)
+    body = client.get(f"/v1/rollouts/{rollout}").json()
+    assert body["status"] == "running"
+    assert [(a["number"], a["status"]) for a in body["attempt_history"]] == [
+        (1, "failed"),
+        (2, "running"),
+    ]
+
+
+def test_get_unknown_rollout_404(client: TestClient) -> None:
+    missing = uuid.uuid4()
+    response = client.get(f"/v1/rollouts/{missing}")
+    assert response.status_code == 404
+    assert response.json()["detail"] == f"unknown rollout {missing}"
+
+
+def test_get_malformed_rollout_id_422(client: TestClient) -> None:
+    assert client.get("/v1/rollouts/12345").status_code == 422

@@ -1,0 +1,72 @@
+"""``wsrl env catalog`` and ``wsrl env baseline`` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+
+FIXTURE_CATALOG = Path(__file__).resolve().parents[1] / "webshop" / "fixtures" / "catalog"
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    from app.config import get_settings
+
+    monkeypatch.setenv("WSRL_DATA_DIR", str(tmp_path / "state"))
+    get_settings.cache_clear()
+    yield CliRunner()
+    get_settings.cache_clear()
+
+
+def test_env_catalog_writes_three_files(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "cat"
+    r = runner.invoke(cli, ["env", "catalog", "--products", "30", "--seed", "3", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    for name in ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json"):
+        assert (out / name).exists()
+    assert len(json.loads((out / "items_shuffle.json").read_text())) == 30
+
+
+def test_env_baseline_oracle_on_fixture(runner: CliRunner) -> None:
+    r = runner.invoke(cli, ["env", "baseline", "--agent", "oracle", "--data", str(FIXTURE_CATALOG)])
+    assert r.exit_code == 0, r.output
+    assert "episodes=15" in r.output and "score=100.0 success=100.0%" in r.output
+
+
+def test_env_baseline_rule_human_with_limit(runner: CliRunner) -> None:
+    r = runner.invoke(
+        cli,
+        [
+            "env",
+            "baseline",
+            "--agent",
+            "rule",
+            "--goals",
+            "human",
+            "--limit",
+            "2",
+            "--data",
+            str(FIXTURE_CATALOG),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "agent=rule goals=human split=test episodes=2" in r.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--agent", "smart"], "unknown agent"),
+        (["--split", "dev"], "unknown split"),
+        (["--goals", "mixed"], "unknown goal set"),
+        (["--split", "train"], "has no goals"),
+    ],
+)
+def test_env_baseline_bad_arguments(runner: CliRunner, args: list[str], message: str) -> None:
+    r = runner.invoke(cli, ["env", "baseline", "--data", str(FIXTURE_CATALOG), *args])
+    assert r.exit_code == 2 and message in r.output

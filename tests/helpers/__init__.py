@@ -1,0 +1,1 @@
+"""Reusable test helpers: process launchers for the services of a real deployment."""

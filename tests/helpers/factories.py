@@ -1,0 +1,47 @@
+"""Row factories for tests that need goals and rollouts in the database."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.db.models import Goal, Rollout
+
+
+def make_goal(session: Session, goal_id: int, *, split: str = "train", **fields: Any) -> Goal:
+    goal = Goal(
+        id=goal_id,
+        split=split,
+        instruction=fields.pop("instruction", f"Find me item {goal_id}"),
+        asin=fields.pop("asin", f"B{goal_id:09d}"),
+        **fields,
+    )
+    session.add(goal)
+    session.flush()
+    return goal
+
+
+def make_rollout(
+    session: Session,
+    goal_id: int,
+    *,
+    status: RolloutStatus = RolloutStatus.QUEUED,
+    mode: RolloutMode = RolloutMode.TRAIN,
+    max_attempts: int = 3,
+    **fields: Any,
+) -> Rollout:
+    rollout = Rollout(
+        id=fields.pop("id", uuid.uuid4()),
+        goal_id=goal_id,
+        group_id=fields.pop("group_id", uuid.uuid4()),
+        mode=mode,
+        status=status,
+        max_attempts=max_attempts,
+        **fields,
+    )
+    session.add(rollout)
+    session.flush()
+    return rollout

@@ -1,0 +1,97 @@
+"""The local backend: logprobs, one update with accumulation and KL, checkpoints."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trainer.backends.local import LocalBackend
+from trainer.config import TrainerConfig
+from trainer.samples import Sample
+from trainer.tensors import collate
+
+
+def sample(rid: str, prompt: list[int], response: list[int], advantage: float) -> Sample:
+    n = len(prompt) + len(response)
+    mask = [0] * len(prompt) + [1] * len(response)
+    return Sample(rid, "g", prompt + response, mask, [-1.0] * n, advantage, 0)
+
+
+SAMPLES = [
+    sample("good", [1, 30, 40], [50, 60, 2], 1.0),
+    sample("bad", [1, 30, 40, 41], [70, 80, 2], -1.0),
+    sample("good2", [1, 31], [50, 60, 2], 1.0),
+]
+
+
+def response_logprob(backend: LocalBackend, s: Sample) -> float:
+    lp = backend.logprobs(collate([s], backend.pad_id))  # (1, T-1)
+    return float((lp * torch.tensor(s.loss_mask[1:])).sum())
+
+
+def test_logprobs_shape_and_values_are_log_probabilities(tiny_checkpoint) -> None:
+    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    batch = collate(SAMPLES, backend.pad_id)
+    lp = backend.logprobs(batch)
+    assert lp.shape == (3, batch.input_ids.shape[1] - 1)
+    assert (lp <= 0).all()
+
+
+def test_update_moves_probability_towards_positive_advantage(tiny_checkpoint) -> None:
+    config = TrainerConfig(lr=3e-3, micro_batch_size=2, grad_clip=1.0)
+    backend = LocalBackend(tiny_checkpoint, config)
+    good, bad = response_logprob(backend, SAMPLES[0]), response_logprob(backend, SAMPLES[1])
+    for _ in range(5):
+        metrics = backend.update(SAMPLES)
+    assert response_logprob(backend, SAMPLES[0]) > good
+    assert response_logprob(backend, SAMPLES[1]) < bad
+    assert backend.version == 5
+    for key in ("losses/policy", "losses/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
+        assert key in metrics
+    assert metrics["perf/generated_tokens"] == 9.0
+
+
+def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_checkpoint) -> None:
+    grads = []
+    for micro in (1, 3):
+        backend = LocalBackend(tiny_checkpoint, TrainerConfig(micro_batch_size=micro, lr=1e-9))
+        backend.update(SAMPLES)
+        grads.append(torch.cat([p.grad.flatten() for p in backend.model.parameters()]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-5)
+
+
+def test_rollout_logprobs_used_when_not_recomputed(tiny_checkpoint) -> None:
+    config = TrainerConfig(recompute_old_logprobs=False, lr=1e-4)
+    metrics = LocalBackend(tiny_checkpoint, config).update(SAMPLES)
+    # rollout logprobs (-1.0) differ from the model's: the ratio is far from 1, so clipping
+    assert metrics["actor/pg_clipfrac"] > 0
+    assert "actor/rollout_vs_old_logprob_abs_diff" not in metrics
+
+
+def test_kl_to_reference_reported_and_zero_before_any_step(tiny_checkpoint) -> None:
+    backend = LocalBackend(tiny_checkpoint, TrainerConfig(kl_coef=0.1, lr=1e-3))
+    assert backend.reference is not None
+    first = backend.update(SAMPLES)
+    second = backend.update(SAMPLES)
+    assert first["losses/kl"] == pytest.approx(0.0, abs=1e-6)
+    assert second["losses/kl"] > 0
+
+
+def test_empty_update_rejected(tiny_checkpoint) -> None:
+    with pytest.raises(ValueError, match="at least one sample"):
+        LocalBackend(tiny_checkpoint, TrainerConfig()).update([])
+
+
+def test_save_writes_a_loadable_checkpoint(tiny_checkpoint, tmp_path) -> None:
+    backend = LocalBackend(tiny_checkpoint, TrainerConfig(lr=1e-2))
+    backend.update(SAMPLES)
+    out = backend.save(tmp_path / "step-1")
+    model = AutoModelForCausalLM.from_pretrained(str(out))
+    AutoTokenizer.from_pretrained(str(out))
+    batch = collate(SAMPLES, backend.pad_id)
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    assert torch.allclose(
+        logits,
+        backend.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits,
+        atol=1e-5,
+    )

@@ -1,0 +1,135 @@
+"""The AgentGym (``/agentgym``) and Agent Lightning (``/agl``) route families over HTTP."""
+
+from __future__ import annotations
+
+import httpx
+
+
+def _agentgym_available(client: httpx.Client, env_idx: int) -> dict:
+    r = client.get("/agentgym/available_actions", params={"env_idx": env_idx})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_agentgym_root_says_ok(client) -> None:
+    r = client.get("/agentgym/")
+    assert r.status_code == 200
+    assert r.json() == "ok"
+
+
+def test_agentgym_episode_to_buy_matches_in_process(
+    client, webshop_env, oracle, reference_episode
+) -> None:
+    env_idx = client.post("/agentgym/create").json()
+    assert isinstance(env_idx, int)
+    assert env_idx in client.get("/agentgym/list_envs").json()
+    goal_id = 2
+    reset = client.post("/agentgym/reset", json={"env_idx": env_idx, "session_id": goal_id})
+    assert reset.status_code == 200, reset.text
+    observation, extra = reset.json()
+    assert extra is None
+    assert client.get("/agentgym/observation", params={"env_idx": env_idx}).json() == observation
+    instruction = client.get("/agentgym/instruction_text", params={"env_idx": env_idx}).json()
+    assert webshop_env.goals[goal_id].instruction in instruction
+
+    def act(action: str) -> tuple:
+        r = client.post("/agentgym/step", json={"env_idx": env_idx, "action": action})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert set(body) == {"state", "reward", "done", "info"}
+        return body["state"], _agentgym_available(client, env_idx), body["reward"], body["done"]
+
+    first = (observation, _agentgym_available(client, env_idx))
+    episode = oracle(webshop_env.goals[goal_id], first, act)
+    expected = reference_episode(goal_id)
+    assert episode.done
+    assert episode.observations == expected.observations
+    assert episode.reward == expected.reward
+
+    state = client.get("/agentgym/state", params={"env_idx": env_idx}).json()
+    assert set(state) == {"url", "html", "instruction_text"}
+
+    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() == {"closed": True}
+    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() == {"closed": False}
+    gone = client.post("/agentgym/step", json={"env_idx": env_idx, "action": "search[a]"})
+    assert gone.status_code == 404
+
+
+def test_agentgym_reset_without_goal_draws_one(client) -> None:
+    env_idx = client.post("/agentgym/create").json()
+    reset = client.post("/agentgym/reset", json={"env_idx": env_idx})
+    assert reset.status_code == 200
+    assert reset.json()[0].startswith("WebShop [SEP] Instruction:")
+
+
+def test_agentgym_unknown_env_404(client) -> None:
+    r = client.get("/agentgym/observation", params={"env_idx": 987654})
+    assert r.status_code == 404
+    assert "unknown session" in r.json()["detail"]
+    r = client.post("/agentgym/reset", json={"env_idx": 987654, "session_id": 0})
+    assert r.status_code == 404
+    assert client.get("/agentgym/observation").status_code == 422
+
+
+def test_agl_episode_to_buy_matches_in_process(
+    client, webshop_env, oracle, reference_episode
+) -> None:
+    goal_id = 1
+    reset = client.post("/agl/reset", json={"session_id": goal_id})
+    assert reset.status_code == 200, reset.text
+    body = reset.json()
+    sid = body["session_id"]
+    assert body["done"] is False and body["reward"] == 0
+    assert body["info"]["goal_id"] == goal_id
+    available = body["info"]["available_actions"]
+
+    def act(action: str) -> tuple:
+        r = client.post("/agl/step", json={"session_id": sid, "action": action})
+        assert r.status_code == 200, r.text
+        step = r.json()
+        assert step["session_id"] == sid
+        avail = client.get(f"/sessions/{sid}/available_actions").json()
+        return step["observation"], avail, step["reward"], step["done"]
+
+    episode = oracle(webshop_env.goals[goal_id], (body["observation"], available), act)
+    expected = reference_episode(goal_id)
+    assert episode.done
+    assert episode.observations == expected.observations
+    assert episode.reward == expected.reward
+
+
+def test_agl_reset_by_digit_string_and_by_instruction(client, webshop_env) -> None:
+    by_digits = client.post("/agl/reset", json={"sessionId": "3"}).json()
+    assert by_digits["info"]["goal_id"] == 3
+    instruction = webshop_env.goals[5].instruction
+    by_text = client.post("/agl/reset", json={"instruction": instruction.upper()})
+    assert by_text.status_code == 200, by_text.text
+    assert by_text.json()["info"]["goal_id"] == 5
+
+
+def test_agl_own_key_is_created_then_reset_on_same_goal(client) -> None:
+    first = client.post("/agl/reset", json={"session_id": "my-run-42"}).json()
+    assert first["session_id"] == "my-run-42"
+    step = client.post("/agl/step", json={"session_id": "my-run-42", "action": "search[a]"})
+    assert step.status_code == 200
+    again = client.post("/agl/reset", json={"session_id": "my-run-42"}).json()
+    assert again["info"]["goal_id"] == first["info"]["goal_id"]
+    assert again["observation"].startswith("WebShop [SEP] Instruction:")
+
+
+def test_agl_bad_bodies_400_with_error(client) -> None:
+    sid = client.post("/agl/reset", json={}).json()["session_id"]
+    for payload in (
+        {"session_id": sid},
+        {"action": "search[a]"},
+        {"session_id": sid, "action": ""},
+    ):
+        r = client.post("/agl/step", json=payload)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == r.json()["detail"]
+    r = client.post("/agl/step", content=b"{oops", headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    r = client.post("/agl/step", json={"session_id": "missing", "action": "search[a]"})
+    assert r.status_code == 404
+    assert "unknown session" in r.json()["error"]
+    assert client.get("/agl/health").json()["status"] == "ok"

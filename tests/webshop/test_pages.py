@@ -1,0 +1,152 @@
+"""Golden observations of every page type (text mode), and text_rich / html spot checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from app.webshop.env import Session, WebShopEnv
+
+TEA = {"flavor name": "mint | lemon", "size": "50 count"}
+INSTR = (
+    "Find me caffeinated green tea with flavor name: mint | lemon, and size: 50 count, "
+    "and price lower than 30.00 dollars"
+)
+HEAD = f"Instruction: [SEP] {INSTR} [SEP] Back to Search"
+
+
+@pytest.fixture
+def tea(fixture_env: WebShopEnv, goal_for) -> Callable[[], Session]:
+    return lambda: fixture_env.new_session(goal_for(fixture_env, "B000000001", **TEA))
+
+
+def test_search_page_text(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    assert s.goal.instruction == INSTR
+    assert s.observation() == f"WebShop [SEP] Instruction: [SEP] {INSTR} [SEP] Search"
+
+
+def test_results_page_one_text(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    obs = s.step("search[matcha]").observation
+    assert obs == (
+        f"{HEAD} [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000007 "
+        "[SEP] Green Tea Matcha Powder Ceremonial Grade [SEP] $24.0"
+    )
+
+
+def test_results_page_two_text(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    s.step("search[green tea]")
+    obs = s.step("click[next >]").observation
+    ids = list(fixture_env.search("green tea"))
+    assert len(ids) == 24
+    shown = [fixture_env.product(i) for i in ids[10:20]]
+    products = " [SEP] ".join(f"{p.asin} [SEP] {p.name} [SEP] {p.price_text}" for p in shown)
+    assert (
+        obs == f"{HEAD} [SEP] Page 2 (Total results: 24) [SEP] < Prev [SEP] Next > [SEP] {products}"
+    )
+
+
+def test_results_past_last_page_shows_next_and_no_products(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    s.step("search[matcha]")
+    obs = s.step("click[next >]").observation
+    assert obs == f"{HEAD} [SEP] Page 2 (Total results: 1) [SEP] < Prev [SEP] Next >"
+    assert s.available_actions()["clickables"] == ["back to search", "< prev", "next >"]
+
+
+def test_item_page_text(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    s.step("search[organic tea bags]")
+    obs = s.step("click[b000000001]").observation
+    assert obs == (
+        f"{HEAD} [SEP] < Prev [SEP] size [SEP] 100 count [SEP] 50 count [SEP] flavor name "
+        "[SEP] mint | lemon [SEP] plain [SEP] Organic Green Tea Bags, 100 Count [SEP] "
+        "Price: $12.99 [SEP] Rating: N.A. [SEP] Description [SEP] Features [SEP] Reviews "
+        "[SEP] Buy Now"
+    )
+    assert s.available_actions() == {
+        "has_search_bar": False,
+        "clickables": [
+            "back to search",
+            "< prev",
+            "description",
+            "features",
+            "reviews",
+            "buy now",
+            "100 count",
+            "50 count",
+            "mint | lemon",
+            "plain",
+        ],
+    }
+
+
+def test_range_price_shown_as_range(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    s.step("search[running shoes]")
+    obs = s.step("click[b000000002]").observation
+    assert "[SEP] Price: $35.0 to $49.5 [SEP]" in obs
+
+
+def test_sub_pages_text(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    s.step("search[organic tea bags]")
+    s.step("click[b000000001]")
+    assert s.step("click[description]").observation == (
+        f"{HEAD} [SEP] < Prev [SEP] Smooth green tea grown in the mountains."
+    )
+    s.step("click[< prev]")
+    assert s.step("click[features]").observation == (
+        f"{HEAD} [SEP] < Prev [SEP] 100 tea bags per box [SEP] Caffeinated"
+    )
+    s.step("click[< prev]")
+    assert s.step("click[reviews]").observation == f"{HEAD} [SEP] < Prev"
+    assert s.available_actions() == {
+        "has_search_bar": False,
+        "clickables": ["back to search", "< prev"],
+    }
+
+
+def test_done_page_text(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    s.step("search[organic tea bags]")
+    s.step("click[b000000001]")
+    s.step("click[mint | lemon]")
+    s.step("click[50 count]")
+    result = s.step("click[buy now]")
+    assert result.done and result.reward == 1.0
+    assert result.observation == (
+        "Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] (Paste it in your "
+        "MTurk interface.) [SEP] Purchased [SEP] asin [SEP] B000000001 [SEP] options [SEP] "
+        '{"flavor name": "mint | lemon", "size": "50 count"} [SEP] attrs [SEP] green tea, '
+        "caffeinated [SEP] category [SEP] grocery [SEP] query [SEP] green tea [SEP] product "
+        "category [SEP] Grocery & Gourmet Food › Beverages › Tea › Green [SEP] Target [SEP] "
+        'asin [SEP] B000000001 [SEP] options [SEP] {"flavor name": "mint | lemon", "size": '
+        '"50 count"} [SEP] attrs [SEP] caffeinated [SEP] price upper [SEP] 30.0 [SEP] '
+        f"instruction text [SEP] {INSTR} [SEP] Your score (min 0.0, max 1.0) [SEP] 1.0 [SEP] "
+        "Reward Details [SEP] None"
+    )
+    assert s.available_actions() == {"has_search_bar": False, "clickables": []}
+
+
+def test_text_rich_marks_buttons_and_clicked_option(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    assert s.observation("text_rich").endswith("[button] Search [button_]")
+    s.step("search[organic tea bags]")
+    s.step("click[b000000001]")
+    s.step("click[50 count]")
+    rich = s.observation("text_rich").split("\n")
+    assert "[clicked button] 50 count [clicked button_]" in rich
+    assert "[button] 100 count [button_]" in rich
+    assert "[button] Buy Now [button_]" in rich
+    assert "Organic Green Tea Bags, 100 Count" in rich
+
+
+def test_html_mode_renders_buttons(fixture_env: WebShopEnv, tea) -> None:
+    s = tea()
+    page = s.observation("html")
+    assert page.startswith("<!DOCTYPE html>")
+    assert '<button value="Search">Search</button>' in page

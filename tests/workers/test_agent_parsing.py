@@ -1,0 +1,182 @@
+"""Reading actions out of model replies, and the prompt the agent builds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workers.agent import (
+    TOOLS,
+    AgentMode,
+    HistoryStep,
+    action_from_call,
+    build_messages,
+    parse_action,
+    parse_tool_calls,
+)
+from workers.llm import LLMCall
+
+
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        ("search[red running shoes]", "search[red running shoes]"),
+        ("click[B07XYZ1234]", "click[B07XYZ1234]"),
+        ("Action: click[buy now]", "click[buy now]"),
+        (
+            "I should look for shoes first.\nsearch[ shoes size 9 ]\nThat is all.",
+            "search[shoes size 9]",
+        ),
+        ("Search[Shoes]", "search[Shoes]"),
+        ("`click[< prev]`", "click[< prev]"),
+        ("click[size 6.5 [us]]", "click[size 6.5 [us]]"),
+        ("search[first] then maybe click[second]", "click[second]"),
+    ],
+)
+def test_parse_action_finds_last_action_in_prose(reply: str, action: str) -> None:
+    assert parse_action(reply) == action
+
+
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        ("<think>maybe search[wrong]</think>click[b0001]", "click[b0001]"),
+        ("<think>a\nmulti-line\nclick[x]</think>\n\nsearch[lamp]", "search[lamp]"),
+        (
+            "reasoning whose <think> tag sat in the prompt click[no]</think> click[yes]",
+            "click[yes]",
+        ),
+        ("search[lamp] <think>an unclosed block click[cut off", "search[lamp]"),
+        ("<THINK>click[a]</THINK> click[b]", "click[b]"),
+    ],
+)
+def test_parse_action_ignores_think_blocks(reply: str, action: str) -> None:
+    assert parse_action(reply) == action
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "I am not sure what to do.",
+        "search[]",
+        "search[   ]",
+        "click [buy now",
+        "purchase[item]",
+        "<think>click[only thinking]</think>",
+        "<think>click[never closed",
+        "research[shoes]",
+    ],
+)
+def test_parse_action_garbage_is_none(reply: str) -> None:
+    assert parse_action(reply) is None
+
+
+def _call(name: str, arguments: object) -> dict:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": args}}
+
+
+@pytest.mark.parametrize(
+    ("calls", "action"),
+    [
+        ([_call("search", {"keywords": "blue lamp"})], "search[blue lamp]"),
+        ([_call("click", {"element": "b0001"})], "click[b0001]"),
+        ([_call("buy", {})], "click[buy now]"),
+        ([_call("buy", "")], "click[buy now]"),
+        ([_call("dance", {}), _call("click", {"element": "large"})], "click[large]"),
+        ([_call("search", "{not json"), _call("buy", {})], "click[buy now]"),
+    ],
+)
+def test_parse_tool_calls(calls: list[dict], action: str) -> None:
+    assert parse_tool_calls(calls) == action
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [],
+        [_call("search", {"keywords": ""})],
+        [_call("click", {"what": "b0001"})],
+        [_call("click", "[1, 2]")],
+        [_call("teleport", {"element": "x"})],
+    ],
+)
+def test_parse_tool_calls_invalid_is_none(calls: list[dict]) -> None:
+    assert parse_tool_calls(calls) is None
+
+
+def _llm_call(text: str, tool_calls: list[dict] | None = None) -> LLMCall:
+    return LLMCall(
+        messages=[],
+        tools=None,
+        response_text=text,
+        tool_calls=tool_calls or [],
+        reasoning_text=None,
+        prompt_token_ids=None,
+        response_token_ids=None,
+        response_logprobs=None,
+        finish_reason="stop",
+        latency_ms=1.0,
+        policy_version=0,
+        model="m",
+    )
+
+
+def test_action_from_call_tool_mode_prefers_tool_calls_then_text() -> None:
+    with_tool = _llm_call("search[text]", [_call("click", {"element": "b1"})])
+    assert action_from_call(with_tool, AgentMode.TOOLS) == "click[b1]"
+    assert action_from_call(with_tool, AgentMode.TEXT) == "search[text]"
+    bad_tool = _llm_call("click[fallback]", [_call("click", {})])
+    assert action_from_call(bad_tool, AgentMode.TOOLS) == "click[fallback]"
+    assert action_from_call(_llm_call("nothing"), AgentMode.TOOLS) is None
+
+
+SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
+ITEM_PAGE = {"has_search_bar": False, "clickables": ["back to search", "< prev", "buy now", "red"]}
+
+
+def test_build_messages_first_step_shape() -> None:
+    messages = build_messages("Buy a red lamp", "WebShop [SEP] Search", SEARCH_PAGE, [])
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "search[<keywords>]" in messages[0]["content"]
+    user = messages[1]["content"]
+    assert user.startswith("Instruction: Buy a red lamp\n")
+    assert "Previous steps: none" in user
+    assert "Current observation:\nWebShop [SEP] Search\n" in user
+    assert user.endswith("Available actions:\nsearch[<keywords>]")
+
+
+def test_build_messages_shows_last_k_steps_with_short_observations() -> None:
+    history = [HistoryStep(n, f"click[item {n}]", "obs " + "x" * 500) for n in range(1, 7)]
+    user = build_messages("i", "page", ITEM_PAGE, history, history_steps=4)[1]["content"]
+    assert "Previous steps (the last 4 of 6):" in user
+    assert "Step 2: click[item 2]" not in user
+    for n in (3, 4, 5, 6):
+        assert f"Step {n}: click[item {n}]" in user
+    longest = max(len(line) for line in user.splitlines() if line.startswith("Observation: "))
+    assert longest <= len("Observation: ") + 200
+    assert user.endswith(
+        "Available actions:\nclick[back to search]\nclick[< prev]\nclick[buy now]\nclick[red]"
+    )
+
+
+def test_build_messages_no_history_when_k_is_zero() -> None:
+    history = [HistoryStep(1, "search[a]", "o")]
+    user = build_messages("i", "page", ITEM_PAGE, history, history_steps=0)[1]["content"]
+    assert "Step 1" not in user
+
+
+def test_build_messages_tool_mode_system_prompt_names_tools() -> None:
+    system = build_messages("i", "p", SEARCH_PAGE, [], mode="tools")[0]["content"]
+    assert {t["function"]["name"] for t in TOOLS} == {"search", "click", "buy"}
+    for name in ("search", "click", "buy"):
+        assert name in system
+
+
+def test_build_messages_is_pure() -> None:
+    history = [HistoryStep(1, "search[a]", "o")]
+    first = build_messages("i", "p", ITEM_PAGE, history)
+    assert build_messages("i", "p", ITEM_PAGE, history) == first
+    assert history == [HistoryStep(1, "search[a]", "o")]

@@ -1,0 +1,149 @@
+"""Policy endpoint publication in a real Redis, and the LLM client following it."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from app.scripted_llm import create_app
+from app.webshop.server.runner import serve_in_thread
+from workers.agent import build_messages
+from workers.endpoint import (
+    EndpointResolver,
+    EndpointStatus,
+    EndpointUnavailable,
+    PolicyEndpoint,
+    publish_endpoint,
+    read_endpoint,
+)
+from workers.llm import LLMClient, LLMUnavailable
+
+MESSAGES = build_messages(
+    "a lamp", "WebShop [SEP] Search", {"has_search_bar": True, "clickables": ["search"]}, []
+)
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def key() -> str:
+    """A key of this test alone, so tests never see each other's endpoints."""
+    return f"wsrl:test:policy:{uuid.uuid4().hex}"
+
+
+def test_publish_then_read_round_trip_and_announce(redis_client: redis.Redis, key: str) -> None:
+    channel = f"{key}:announce"
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(channel)
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    endpoint = PolicyEndpoint("http://127.0.0.1:9/v1", "qwen", 3, EndpointStatus.PAUSED)
+    assert publish_endpoint(redis_client, endpoint, key=key, channel=channel) == 1
+    assert read_endpoint(redis_client, key=key) == endpoint
+    message = pubsub.get_message(timeout=1)
+    assert PolicyEndpoint.from_json(message["data"]) == endpoint
+    pubsub.close()
+
+
+def test_read_nothing_published_is_none(redis_client: redis.Redis, key: str) -> None:
+    assert read_endpoint(redis_client, key=key) is None
+
+
+def test_resolver_falls_back_to_settings_as_version_0(
+    redis_client: redis.Redis, key: str, make_settings
+) -> None:
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
+    resolver = EndpointResolver(settings, redis_client, key=key)
+    assert resolver.current() == PolicyEndpoint("http://127.0.0.1:9/v1", "base", 0)
+
+
+def test_bad_record_is_an_error(redis_client: redis.Redis, key: str, make_settings) -> None:
+    redis_client.set(key, '{"base_url": "http://x/v1"}')
+    resolver = EndpointResolver(make_settings(llm_base_url="http://y/v1"), redis_client, key=key)
+    with pytest.raises(EndpointUnavailable, match="lacks model, version"):
+        resolver.current()
+
+
+def test_redis_down_is_unavailable_not_fallback(make_settings) -> None:
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    llm = LLMClient(
+        make_settings(llm_base_url="http://127.0.0.1:9/v1"), EndpointResolver(make_settings(), dead)
+    )
+    with pytest.raises(LLMUnavailable, match="cannot read policy endpoint from Redis"):
+        llm.chat(MESSAGES)
+
+
+def test_new_version_is_used_from_the_next_call(
+    redis_client: redis.Redis, key: str, make_settings
+) -> None:
+    settings = make_settings(llm_base_url=None)
+    with (
+        serve_in_thread(create_app("rule", None)) as first,
+        serve_in_thread(create_app("rule", None)) as second,
+        LLMClient(settings, EndpointResolver(settings, redis_client, key=key)) as llm,
+    ):
+        publish_endpoint(redis_client, PolicyEndpoint(f"{first.url}/v1", "m1", 1), key=key)
+        one = llm.chat(MESSAGES)
+        publish_endpoint(redis_client, PolicyEndpoint(f"{second.url}/v1", "m2", 2), key=key)
+        two = llm.chat(MESSAGES)
+    assert (one.policy_version, one.model, one.base_url) == (1, "m1", f"{first.url}/v1")
+    assert (two.policy_version, two.model, two.base_url) == (2, "m2", f"{second.url}/v1")
+
+
+def test_paused_waits_then_resumes_with_new_version(
+    redis_client: redis.Redis, key: str, make_settings, rule_llm
+) -> None:
+    url = f"{rule_llm.url}/v1"
+    settings = make_settings(llm_base_url=None)
+    publish_endpoint(redis_client, PolicyEndpoint(url, "m", 4, EndpointStatus.PAUSED), key=key)
+    resume = threading.Timer(
+        0.6, publish_endpoint, args=(redis_client, PolicyEndpoint(url, "m", 5)), kwargs={"key": key}
+    )
+    started = time.monotonic()
+    resume.start()
+    try:
+        with LLMClient(settings, EndpointResolver(settings, redis_client, key=key)) as llm:
+            call = llm.chat(MESSAGES)
+    finally:
+        resume.cancel()
+    assert time.monotonic() - started >= 0.6
+    assert call.policy_version == 5
+    assert call.trainable
+
+
+def test_paused_backoff_is_capped(redis_client: redis.Redis, key: str, make_settings) -> None:
+    paused = PolicyEndpoint("http://x/v1", "m", 1, EndpointStatus.PAUSED)
+    publish_endpoint(redis_client, paused, key=key)
+    delays: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        delays.append(seconds)
+        if len(delays) == 6:
+            publish_endpoint(redis_client, PolicyEndpoint("http://x/v1", "m", 2), key=key)
+
+    settings = make_settings(llm_backoff_initial_s=0.05, llm_backoff_max_s=0.2)
+    endpoint = EndpointResolver(settings, redis_client, key=key, sleep=sleep).wait_until_serving()
+    assert endpoint.version == 2
+    assert delays == [0.05, 0.1, 0.2, 0.2, 0.2, 0.2]
+
+
+def test_paused_too_long_raises_unavailable(
+    redis_client: redis.Redis, key: str, make_settings
+) -> None:
+    paused = PolicyEndpoint("http://x/v1", "m", 9, EndpointStatus.PAUSED)
+    publish_endpoint(redis_client, paused, key=key)
+    settings = make_settings(llm_paused_max_wait_s=0.3)
+    with (
+        LLMClient(settings, EndpointResolver(settings, redis_client, key=key)) as llm,
+        pytest.raises(LLMUnavailable, match=r"policy endpoint v9 paused for more than 0\.3s"),
+    ):
+        llm.chat(MESSAGES)

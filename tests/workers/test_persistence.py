@@ -1,0 +1,219 @@
+"""The rollout task's database writes, against the real (migrated) PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from helpers.factories import make_goal, make_rollout
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.db.lifecycle import AttemptStatus, RolloutStatus
+from app.db.models import Attempt, LlmCall, Rollout, Step
+from workers.persistence import (
+    AttemptSuperseded,
+    EpisodeOutcome,
+    PendingRows,
+    extend_deadlines,
+    fail_attempt,
+    finish_attempt,
+    start_attempt,
+    write_rows,
+)
+
+GOAL = 900_001
+
+
+@pytest.fixture
+def rollout(db_session: Session) -> Rollout:
+    make_goal(db_session, GOAL)
+    return make_rollout(db_session, GOAL)
+
+
+def _rows(n: int, *, version: int = 0, start: int = 0) -> PendingRows:
+    rows = PendingRows()
+    for i in range(start, start + n):
+        rows.steps.append({"index": i, "action": f"search[{i}]", "observation": "obs"})
+        rows.calls.append(
+            {
+                "index": i,
+                "policy_version": version,
+                "request_messages": [{"role": "user", "content": "hi"}],
+                "response_text": f"search[{i}]",
+                "prompt_token_ids": [1, 2, 3],
+                "response_token_ids": [4, 5],
+                "response_logprobs": [-0.1, -0.2],
+            }
+        )
+    return rows
+
+
+def _start(session: Session, rollout: Rollout):
+    start = start_attempt(session, rollout.id, worker="w1", liveness_s=30)
+    assert start is not None
+    return start
+
+
+def test_start_attempt_numbers_attempts_and_marks_previous_running_lost(
+    db_session: Session, rollout: Rollout
+) -> None:
+    first = _start(db_session, rollout)
+    second = _start(db_session, rollout)
+    assert (first.number, second.number) == (1, 2)
+    old = db_session.get(Attempt, first.attempt_id)
+    db_session.refresh(old)
+    assert old.status == AttemptStatus.LOST
+    assert "superseded by attempt 2" in old.error
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.RUNNING
+    assert rollout.attempts == 2
+    assert rollout.deadline_at is not None
+
+
+def test_start_attempt_of_finished_rollout_is_noop(db_session: Session, rollout: Rollout) -> None:
+    start = _start(db_session, rollout)
+    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(1.0, 3), PendingRows())
+    assert start_attempt(db_session, rollout.id, worker="w2", liveness_s=30) is None
+    count = db_session.scalar(select(func.count()).where(Attempt.rollout_id == rollout.id))
+    assert count == 1
+
+
+def test_start_attempt_past_max_attempts_fails_rollout_with_reason(
+    db_session: Session, rollout: Rollout
+) -> None:
+    for _ in range(3):
+        _start(db_session, rollout)
+    assert start_attempt(db_session, rollout.id, worker="w", liveness_s=30) is None
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.FAILED
+    assert "no attempts left after 3" in rollout.last_error
+
+
+def test_write_rows_is_idempotent_per_attempt_and_index(
+    db_session: Session, rollout: Rollout
+) -> None:
+    start = _start(db_session, rollout)
+    write_rows(db_session, start.attempt_id, _rows(3))
+    write_rows(db_session, start.attempt_id, _rows(4))
+    steps = db_session.scalar(select(func.count()).where(Step.attempt_id == start.attempt_id))
+    calls = db_session.scalars(
+        select(LlmCall).where(LlmCall.attempt_id == start.attempt_id).order_by(LlmCall.index)
+    ).all()
+    assert steps == 4
+    assert [c.index for c in calls] == [0, 1, 2, 3]
+    assert calls[0].prompt_token_ids == [1, 2, 3]
+    assert calls[0].response_token_ids == [4, 5]
+
+
+def test_write_rows_of_superseded_attempt_raises(db_session: Session, rollout: Rollout) -> None:
+    first = _start(db_session, rollout)
+    _start(db_session, rollout)
+    with pytest.raises(AttemptSuperseded, match="lost"):
+        write_rows(db_session, first.attempt_id, _rows(1))
+
+
+def test_write_rows_unknown_column_is_an_error(db_session: Session, rollout: Rollout) -> None:
+    start = _start(db_session, rollout)
+    rows = PendingRows(steps=[{"index": 0, "action": "x", "bogus": 1}])
+    with pytest.raises(ValueError, match="bogus"):
+        write_rows(db_session, start.attempt_id, rows)
+
+
+def test_finish_attempt_records_outcome_and_policy_versions(
+    db_session: Session, rollout: Rollout
+) -> None:
+    start = _start(db_session, rollout)
+    write_rows(db_session, start.attempt_id, _rows(2, version=3))
+    parts = {"r_type": 1.0}
+    done = finish_attempt(
+        db_session, start.attempt_id, EpisodeOutcome(1.0, 3, parts), _rows(1, version=4, start=2)
+    )
+    assert done
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.SUCCEEDED
+    assert (rollout.reward, rollout.success, rollout.num_steps) == (1.0, True, 3)
+    assert (rollout.policy_version_min, rollout.policy_version_max) == (3, 4)
+    assert rollout.reward_parts == parts
+    assert rollout.deadline_at is None
+    attempt = db_session.get(Attempt, start.attempt_id)
+    db_session.refresh(attempt)
+    assert attempt.status == AttemptStatus.SUCCEEDED
+
+
+def test_finish_attempt_partial_reward_is_not_success(
+    db_session: Session, rollout: Rollout
+) -> None:
+    start = _start(db_session, rollout)
+    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.5, 2), PendingRows())
+    db_session.refresh(rollout)
+    assert rollout.success is False
+
+
+def test_finish_of_superseded_attempt_is_refused(db_session: Session, rollout: Rollout) -> None:
+    first = _start(db_session, rollout)
+    second = _start(db_session, rollout)
+    assert not finish_attempt(db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1))
+    assert db_session.scalar(select(func.count()).where(Step.attempt_id == first.attempt_id)) == 0
+    assert finish_attempt(db_session, second.attempt_id, EpisodeOutcome(0.0, 1), PendingRows())
+    succeeded = db_session.scalar(
+        select(func.count()).where(
+            Attempt.rollout_id == rollout.id, Attempt.status == AttemptStatus.SUCCEEDED
+        )
+    )
+    assert succeeded == 1
+
+
+def test_fail_attempt_requeues_until_max_attempts_then_fails(
+    db_session: Session, rollout: Rollout
+) -> None:
+    decisions = []
+    for _ in range(3):
+        start = _start(db_session, rollout)
+        decisions.append(
+            fail_attempt(db_session, start.attempt_id, "LLMUnavailable: down", queue_timeout_s=60)
+        )
+    assert [d.retry for d in decisions] == [True, True, False]
+    assert decisions[0].rollout_status == "queued"
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.FAILED
+    assert rollout.last_error == "failed after 3 attempts: LLMUnavailable: down"
+    errors = db_session.scalars(select(Attempt.error).where(Attempt.rollout_id == rollout.id))
+    assert set(errors) == {"LLMUnavailable: down"}
+
+
+def test_fail_attempt_not_retryable_fails_at_once(db_session: Session, rollout: Rollout) -> None:
+    start = _start(db_session, rollout)
+    decision = fail_attempt(
+        db_session, start.attempt_id, "agent_url unsupported", queue_timeout_s=60, retryable=False
+    )
+    assert not decision.retry
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.FAILED
+    assert "not retryable" in rollout.last_error
+
+
+def test_cancelled_rollout_is_not_finished_or_requeued(
+    db_session: Session, rollout: Rollout
+) -> None:
+    first = _start(db_session, rollout)
+    rollout.status = RolloutStatus.CANCELLED
+    db_session.flush()
+    assert not finish_attempt(db_session, first.attempt_id, EpisodeOutcome(1.0, 1), PendingRows())
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.CANCELLED
+    attempt = db_session.get(Attempt, first.attempt_id)
+    db_session.refresh(attempt)
+    assert attempt.status == AttemptStatus.FAILED
+    assert "cancelled" in attempt.error
+    assert start_attempt(db_session, rollout.id, worker="w", liveness_s=30) is None
+
+
+def test_extend_deadlines_caps_at_episode_budget(db_session: Session, rollout: Rollout) -> None:
+    _start(db_session, rollout)
+    rollout.started_at = datetime.now(UTC) - timedelta(seconds=100)
+    db_session.flush()
+    assert extend_deadlines(db_session, [rollout.id], liveness_s=30, episode_s=110) == 1
+    db_session.refresh(rollout)
+    remaining = (rollout.deadline_at - datetime.now(UTC)).total_seconds()
+    assert 0 < remaining <= 11

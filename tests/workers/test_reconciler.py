@@ -1,0 +1,111 @@
+"""The reconciler repairs rollouts stuck past their deadline (real Postgres and Redis)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from helpers.factories import make_goal, make_rollout
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db.lifecycle import AttemptStatus, RolloutStatus
+from app.db.models import Attempt, Rollout
+from workers.celery_app import QUEUE_ROLLOUTS, create_celery
+from workers.enqueue import send_rollouts
+from workers.persistence import start_attempt
+from workers.reconciler import reconcile_rows
+
+GOAL = 920_001
+PAST = timedelta(seconds=-5)
+
+
+@pytest.fixture
+def broker(test_settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(test_settings.resolved_redis_url())
+    client.delete(QUEUE_ROLLOUTS)
+    yield client
+    client.delete(QUEUE_ROLLOUTS)
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def goal(db_session: Session) -> None:
+    make_goal(db_session, GOAL)
+
+
+def _deadline(delta: timedelta) -> datetime:
+    return datetime.now(UTC) + delta
+
+
+def test_queued_past_deadline_is_resent(db_session: Session, test_settings: Settings) -> None:
+    stuck = make_rollout(db_session, GOAL, deadline_at=_deadline(PAST))
+    fresh = make_rollout(db_session, GOAL, deadline_at=_deadline(timedelta(hours=1)))
+    report, jobs = reconcile_rows(db_session, test_settings)
+    assert report.resent == [stuck.id]
+    assert jobs == [(stuck.id, "train")]
+    db_session.refresh(stuck)
+    db_session.refresh(fresh)
+    assert stuck.status == RolloutStatus.QUEUED
+    assert stuck.deadline_at > datetime.now(UTC)
+
+
+def test_running_without_heartbeat_marks_attempt_lost_and_requeues(
+    db_session: Session, test_settings: Settings
+) -> None:
+    rollout = make_rollout(db_session, GOAL)
+    start = start_attempt(db_session, rollout.id, worker="dead", liveness_s=30)
+    rollout.deadline_at = _deadline(PAST)
+    db_session.flush()
+    report, jobs = reconcile_rows(db_session, test_settings)
+    assert report.lost_attempts == 1 and jobs == [(rollout.id, "train")]
+    db_session.refresh(rollout)
+    attempt = db_session.get(Attempt, start.attempt_id)
+    db_session.refresh(attempt)
+    assert rollout.status == RolloutStatus.QUEUED
+    assert attempt.status == AttemptStatus.LOST
+    assert "no worker heartbeat" in attempt.error
+
+
+def test_running_out_of_attempts_fails_with_reason(
+    db_session: Session, test_settings: Settings
+) -> None:
+    rollout = make_rollout(db_session, GOAL, max_attempts=1)
+    start_attempt(db_session, rollout.id, worker="dead", liveness_s=30)
+    rollout.deadline_at = _deadline(PAST)
+    db_session.flush()
+    report, jobs = reconcile_rows(db_session, test_settings)
+    assert report.failed == [rollout.id] and jobs == []
+    db_session.refresh(rollout)
+    assert rollout.status == RolloutStatus.FAILED
+    assert rollout.last_error.startswith("failed after 1 attempts: attempt 1 lost")
+
+
+def test_live_and_finished_rollouts_are_left_alone(
+    db_session: Session, test_settings: Settings
+) -> None:
+    live = make_rollout(db_session, GOAL)
+    start_attempt(db_session, live.id, worker="alive", liveness_s=30)
+    done = make_rollout(
+        db_session, GOAL, status=RolloutStatus.SUCCEEDED, deadline_at=_deadline(PAST)
+    )
+    report, _ = reconcile_rows(db_session, test_settings)
+    assert live.id not in report.resent and done.id not in report.resent
+    statuses = dict(db_session.execute(select(Rollout.id, Rollout.status)).all())
+    assert statuses[live.id] == RolloutStatus.RUNNING
+
+
+def test_send_rollouts_puts_ids_on_the_mode_queue(
+    test_settings: Settings, broker: redis.Redis
+) -> None:
+    celery = create_celery(test_settings)
+    import uuid
+
+    rollout_id = uuid.uuid4()
+    assert send_rollouts(celery, [(rollout_id, "train")]) == 1
+    body = json.loads(broker.lindex(QUEUE_ROLLOUTS, 0))
+    assert str(rollout_id) in body["headers"]["argsrepr"]

@@ -1,0 +1,1 @@
+"""Policy-update backends: :mod:`trainer.backends.local` (transformers, CPU or one GPU)."""

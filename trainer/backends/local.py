@@ -1,0 +1,169 @@
+"""The built-in backend: a transformers causal LM updated in this process (CPU or one GPU).
+
+One :meth:`LocalBackend.update` is one optimizer step per epoch over the whole batch:
+micro-batches accumulate gradients and verl's batch-wide normalisation makes the sum equal
+to the full-batch loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from trainer import algorithms
+from trainer.config import TrainerConfig
+from trainer.samples import Sample
+from trainer.tensors import TrainBatch, collate, token_entropy, token_logprobs
+
+logger = logging.getLogger(__name__)
+
+
+class LocalBackend:
+    """Owns the policy (and optional frozen reference), its optimizer and its version."""
+
+    def __init__(self, model_path: str | Path, config: TrainerConfig, version: int = 0) -> None:
+        torch.manual_seed(config.seed)
+        self.config = config
+        self.version = version
+        self.device = torch.device(config.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        self.model = _load_model(model_path, self.device)
+        self.reference: PreTrainedModel | None = None
+        if config.kl_coef > 0:
+            self.reference = _load_model(model_path, self.device).eval()
+            self.reference.requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
+        self.actor = algorithms.actor_config(config)
+        self._rng = random.Random(config.seed)
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
+    def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
+        """Per-token logprobs of ``batch`` under ``model`` (default: the policy); (B, T-1)."""
+        model = model or self.model
+        batch = batch.to(self.device)
+        with torch.no_grad():
+            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        return token_logprobs(logits, batch.input_ids)  # (B, T-1)
+
+    def _micro_batches(self, samples: Sequence[Sample]) -> list[TrainBatch]:
+        order = list(samples)
+        self._rng.shuffle(order)
+        size = self.config.micro_batch_size
+        chunks = [order[i : i + size] for i in range(0, len(order), size)]
+        return [collate(chunk, self.pad_id).to(self.device) for chunk in chunks]
+
+    def _old_and_ref(self, batches: list[TrainBatch]) -> tuple[list, list]:
+        """Old logprobs (recomputed or the rollout's) and reference logprobs per micro-batch."""
+        self.model.eval()
+        old = [
+            self.logprobs(b) if self.config.recompute_old_logprobs else b.rollout_logprobs
+            for b in batches
+        ]
+        ref = [self.logprobs(b, self.reference) if self.reference else None for b in batches]
+        return old, ref
+
+    def _micro_step(
+        self, batch: TrainBatch, old: torch.Tensor, ref: torch.Tensor | None
+    ) -> dict[str, float]:
+        """Forward + backward of one micro-batch; returns its share of the metrics."""
+        out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        logp = token_logprobs(out.logits, batch.input_ids)  # (B, T-1)
+        mask = batch.loss_mask  # (B, T-1)
+        pg_loss, pg_metrics = algorithms.policy_loss(old, logp, batch.advantages, mask, self.actor)
+        with torch.no_grad():
+            entropy = token_entropy(out.logits)  # (B, T-1)
+        entropy_term = algorithms.aggregate(entropy, mask, self.actor)
+        loss = pg_loss
+        metrics = {"losses/policy": pg_loss.item(), "losses/entropy": entropy_term.item()}
+        if self.config.entropy_coef > 0:
+            entropy_grad = token_entropy(out.logits)  # (B, T-1), with gradient
+            loss = loss - self.config.entropy_coef * algorithms.aggregate(
+                entropy_grad, mask, self.actor
+            )
+        if ref is not None:
+            kl = algorithms.aggregate(
+                algorithms.kl_to_reference(logp, ref, self.config), mask, self.actor
+            )
+            loss = loss + self.config.kl_coef * kl
+            metrics["losses/kl"] = kl.item()
+        loss.backward()
+        metrics["losses/total"] = loss.item()
+        weight = mask.sum().item()
+        return {**metrics, **{k: v * weight for k, v in pg_metrics.items()}, "_tokens": weight}
+
+    def update(self, samples: Sequence[Sample]) -> dict[str, float]:
+        """One policy update on ``samples``; returns metrics (losses summed over micro-batches
+        are batch-normalised values; ``actor/*`` are token-weighted means)."""
+        if not samples:
+            raise ValueError("update needs at least one sample.")
+        started = time.perf_counter()
+        batches = self._micro_batches(samples)
+        algorithms.set_global_batch(self.actor, [b.loss_mask for b in batches])
+        old, ref = self._old_and_ref(batches)
+        totals: dict[str, float] = defaultdict(float)
+        self.model.train()
+        for _ in range(self.config.update_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for batch, old_lp, ref_lp in zip(batches, old, ref, strict=True):
+                for key, value in self._micro_step(batch, old_lp, ref_lp).items():
+                    totals[key] += value
+            totals["actor/grad_norm"] += self._clip_and_step()
+        self.model.eval()
+        self.version += 1
+        return self._metrics(totals, batches, old, started)
+
+    def _clip_and_step(self) -> float:
+        clip = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        return float(norm)
+
+    def _metrics(
+        self, totals: dict[str, float], batches: list[TrainBatch], old: list, started: float
+    ) -> dict[str, float]:
+        epochs = self.config.update_epochs
+        tokens = totals.pop("_tokens")
+        metrics = {}
+        for key, value in totals.items():
+            metrics[key] = value / tokens if key.startswith("actor/") else value / epochs
+        metrics["actor/grad_norm"] = totals["actor/grad_norm"] / epochs
+        if self.config.recompute_old_logprobs:
+            diffs = [
+                (o - b.rollout_logprobs).abs() * b.loss_mask
+                for o, b in zip(old, batches, strict=True)
+            ]
+            gen = sum(b.loss_mask.sum().item() for b in batches)
+            metrics["actor/rollout_vs_old_logprob_abs_diff"] = sum(
+                d.sum().item() for d in diffs
+            ) / max(gen, 1.0)
+        metrics["perf/samples"] = float(sum(len(b) for b in batches))
+        metrics["perf/generated_tokens"] = tokens / epochs
+        metrics["perf/update_s"] = time.perf_counter() - started
+        metrics["policy/version"] = float(self.version)
+        return metrics
+
+    def save(self, path: str | Path) -> Path:
+        """Writes a Hugging Face checkpoint folder (model + tokenizer) and returns it."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        return out
+
+
+def _load_model(model_path: str | Path, device: torch.device) -> PreTrainedModel:
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    return model.to(device).eval()

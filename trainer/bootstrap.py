@@ -1,0 +1,142 @@
+"""``wsrl policy bootstrap``: build the tiny policy and warm-start it on oracle demonstrations.
+
+Deterministic per configuration (seeded goal order, initialisation and batching; torch
+runs single-process on CPU). The checkpoint folder is cached: a folder whose
+``bootstrap.json`` records the same configuration is reused as is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from app.webshop.env import WebShopEnv
+from trainer import demonstrations
+from trainer.samples import Sample
+from trainer.tensors import collate, token_logprobs
+from trainer.tiny_policy import TinySize, build_model, count_parameters, train_tokenizer
+
+logger = logging.getLogger(__name__)
+MANIFEST = "bootstrap.json"
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """How the tiny policy is built and warm-started."""
+
+    seed: int = 0
+    """Seeds goal sampling, initialisation and batch order."""
+    episodes: int = 120
+    """Oracle episodes (train goals) used as demonstrations."""
+    epochs: int = 3
+    """Passes over the demonstrations."""
+    batch_size: int = 8
+    """Demonstration steps per optimizer step."""
+    lr: float = 2e-3
+    """Peak AdamW learning rate (linear warm-up over 20 steps, then cosine decay)."""
+    max_steps: int = 15
+    """Step limit of an oracle episode."""
+    tokenizer_goals: int = 400
+    """Goals whose instructions and oracle pages train the tokenizer (with product titles)."""
+    size: TinySize = field(default_factory=TinySize)
+    """Shape of the model."""
+
+
+def _tokenizer_texts(env: WebShopEnv, demos: list, goal_ids: list[int]) -> list[str]:
+    texts = [m["content"] for d in demos for m in d.messages]
+    texts += [env.goals[g].instruction for g in goal_ids]
+    texts += [env.product(i).name for i in range(min(env.num_products, 5000))]
+    return texts
+
+
+def _lr(step: int, total: int, peak: float) -> float:
+    warm = min(20, max(total // 10, 1))
+    if step < warm:
+        return peak * (step + 1) / warm
+    progress = (step - warm) / max(total - warm, 1)
+    return peak * 0.5 * (1 + torch.cos(torch.tensor(progress * torch.pi)).item())
+
+
+def _batches(samples: list[Sample], size: int, rng: random.Random) -> list[list[Sample]]:
+    """Batches of similar length (less padding), in random order."""
+    ordered = sorted(samples, key=len)
+    batches = [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_id: int) -> float:
+    """Trains ``model`` on the masked tokens of ``samples``; returns the last epoch's loss."""
+    rng = random.Random(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
+    total = config.epochs * -(-len(samples) // config.batch_size)
+    step, losses = 0, []
+    model.train()
+    for _ in range(config.epochs):
+        losses = []
+        for chunk in _batches(samples, config.batch_size, rng):
+            batch = collate(chunk, pad_id)
+            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            logp = token_logprobs(logits, batch.input_ids)  # (B, T-1)
+            loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum()
+            for group in optimizer.param_groups:
+                group["lr"] = _lr(step, total, config.lr)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            step += 1
+    model.eval()
+    return sum(losses) / max(len(losses), 1)
+
+
+def _cached(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:
+    path = out / MANIFEST
+    if not path.exists():
+        return None
+    manifest = json.loads(path.read_text())
+    return manifest if manifest.get("config") == json.loads(json.dumps(asdict(config))) else None
+
+
+def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool = False) -> dict:
+    """Builds (or reuses) the warm-started tiny policy in ``out``; returns its manifest."""
+    if not force and (manifest := _cached(out, config)) is not None:
+        logger.info("tiny policy cached in %s", out)
+        return {**manifest, "cached": True}
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    train = env.goal_ids("train")
+    if len(train) < config.episodes:
+        raise ValueError(
+            f"{config.episodes} episodes asked but the catalog has {len(train)} train goals; "
+            "lower --episodes or use a larger catalog."
+        )
+    goal_ids = random.Random(config.seed).sample(train, config.episodes)
+    demos = demonstrations.collect(env, goal_ids, config.max_steps)
+    tokenizer = train_tokenizer(
+        _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]), config.size.vocab_size
+    )
+    model = build_model(tokenizer, config.size, config.seed)
+    samples = [demonstrations.to_sample(d, tokenizer) for d in demos]
+    loss = supervised(model, samples, config, tokenizer.pad_token_id)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    manifest = {
+        "config": asdict(config),
+        "parameters": count_parameters(model),
+        "demonstrations": len(demos),
+        "demo_tokens": sum(len(s) for s in samples),
+        "final_loss": loss,
+        "seconds": time.perf_counter() - started,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return {**manifest, "cached": False}

@@ -1,0 +1,180 @@
+"""The trainer's knobs, each documented once.
+
+Algorithm names are verl's (``verl.trainer.ppo.core_algos``): ``adv_estimator`` picks an
+advantage estimator from its registry, ``loss_mode`` a policy loss, ``loss_agg_mode`` how
+token losses become one number. :meth:`TrainerConfig.preset` gives the usual combinations
+(Dr.GRPO = GRPO advantages without std normalisation + ``seq-mean-token-sum-norm``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+SAMPLE_MODES = ("transition", "trajectory")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
+KL_PENALTIES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k3+", "low_var_kl+")
+GROUP_ESTIMATORS = ("grpo", "rloo", "grpo_vectorized", "rloo_vectorized", "opo", "grpo_passk")
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {"adv_estimator": "grpo", "norm_adv_by_std": True, "loss_mode": "vanilla"},
+    "dr_grpo": {
+        "adv_estimator": "grpo",
+        "norm_adv_by_std": False,
+        "loss_mode": "vanilla",
+        "loss_agg_mode": "seq-mean-token-sum-norm",
+    },
+    "rloo": {"adv_estimator": "rloo", "loss_mode": "vanilla"},
+    "gspo": {
+        "adv_estimator": "grpo",
+        "loss_mode": "gspo",
+        "loss_agg_mode": "seq-mean-token-mean",
+        "clip_ratio_low": 3e-4,
+        "clip_ratio_high": 4e-4,
+    },
+}
+
+
+@dataclass
+class TrainerConfig:
+    """One training run. Invalid combinations fail at construction with a fix in the message."""
+
+    # --- groups and batches --------------------------------------------------------------
+    group_size: int = 8
+    """Rollouts per goal in one GRPO group; advantages are computed within a group."""
+    batch_groups: int = 4
+    """Complete groups per policy update (one update = batch_groups * group_size rollouts)."""
+    max_staleness: int = 1
+    """Oldest policy version allowed in a trained group, counted back from the current one
+    (0 = strictly on-policy)."""
+    min_group_rollouts: int = 2
+    """A finished group with fewer successfully finished rollouts than this is discarded."""
+
+    # --- samples ---------------------------------------------------------------------------
+    sample_mode: str = "trajectory"
+    """``transition``: one sample per LLM call; ``trajectory``: an episode's turns joined
+    into one sample while each prompt extends the previous prompt + response."""
+    max_sample_tokens: int = 2048
+    """Samples longer than this (prompt + responses) are dropped and counted."""
+
+    # --- algorithm (names from verl's registries) -------------------------------------------
+    adv_estimator: str = "grpo"
+    """Advantage estimator registered in verl (grpo, rloo, ...)."""
+    norm_adv_by_std: bool = True
+    """GRPO only: divide by the group's reward std (False = Dr.GRPO)."""
+    loss_mode: str = "vanilla"
+    """Policy loss registered in verl (vanilla = PPO clip, gspo, cispo, ...)."""
+    loss_agg_mode: str = "token-mean"
+    """How token losses are aggregated: one of verl's loss_agg_modes."""
+    clip_ratio_low: float = 0.2
+    """Lower clip range of the importance ratio (1 - low)."""
+    clip_ratio_high: float = 0.2
+    """Upper clip range of the importance ratio (1 + high); > low gives DAPO's clip-higher."""
+    clip_ratio_c: float = 3.0
+    """Dual-clip bound for negative advantages (vanilla loss); must be > 1."""
+    kl_coef: float = 0.0
+    """Weight of a KL penalty to a frozen reference model; 0 loads no reference."""
+    kl_penalty: str = "low_var_kl"
+    """KL estimator passed to verl's kl_penalty (kl, mse, low_var_kl, ...)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight (0 = entropy is only reported)."""
+    recompute_old_logprobs: bool = True
+    """True: old logprobs from a forward pass before the update; False: the logprobs the
+    inference server returned with the rollout."""
+
+    # --- optimisation ----------------------------------------------------------------------
+    lr: float = 1e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Max global gradient norm; <= 0 disables clipping."""
+    micro_batch_size: int = 4
+    """Samples per forward/backward; gradients accumulate over a whole batch."""
+    update_epochs: int = 1
+    """Passes over one batch per policy update."""
+    seed: int = 0
+    """Seed of torch and of the batch shuffling."""
+    device: str = "cpu"
+    """torch device of the local backend (cpu or cuda)."""
+
+    def __post_init__(self) -> None:
+        _check_positive(self, ("group_size", "batch_groups", "max_sample_tokens"))
+        _check_positive(self, ("micro_batch_size", "update_epochs", "min_group_rollouts"))
+        if self.max_staleness < 0:
+            raise ValueError(
+                f"max_staleness={self.max_staleness} is negative; use 0 for on-policy "
+                "training or a positive number of versions."
+            )
+        if self.sample_mode not in SAMPLE_MODES:
+            raise ValueError(f"sample_mode={self.sample_mode!r}: use one of {SAMPLE_MODES}.")
+        if self.loss_agg_mode not in LOSS_AGG_MODES:
+            raise ValueError(f"loss_agg_mode={self.loss_agg_mode!r}: use one of {LOSS_AGG_MODES}.")
+        if self.kl_penalty not in KL_PENALTIES:
+            raise ValueError(f"kl_penalty={self.kl_penalty!r}: use one of {KL_PENALTIES}.")
+        self._check_algorithm_names()
+        self._check_numbers()
+
+    def _check_algorithm_names(self) -> None:
+        from verl.trainer.ppo import core_algos
+
+        estimators = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
+        if self.adv_estimator not in estimators:
+            raise ValueError(f"adv_estimator={self.adv_estimator!r}: use one of {estimators}.")
+        losses = sorted(core_algos.POLICY_LOSS_REGISTRY)
+        if self.loss_mode not in losses:
+            raise ValueError(f"loss_mode={self.loss_mode!r}: use one of {losses}.")
+        if self.adv_estimator == "gae":
+            raise ValueError(
+                "adv_estimator='gae' needs a critic, which this trainer has not; "
+                "use 'grpo' or 'rloo'."
+            )
+        if self.adv_estimator in GROUP_ESTIMATORS and self.group_size < 2:
+            raise ValueError(
+                f"group_size={self.group_size} gives {self.adv_estimator} no baseline "
+                "(every advantage would be 0): set group_size >= 2."
+            )
+        if self.adv_estimator in GROUP_ESTIMATORS and self.min_group_rollouts < 2:
+            raise ValueError(
+                f"adv_estimator={self.adv_estimator!r} compares rollouts within a group: "
+                "set min_group_rollouts >= 2 (and group_size >= 2)."
+            )
+
+    def _check_numbers(self) -> None:
+        if self.min_group_rollouts > self.group_size:
+            raise ValueError(
+                f"min_group_rollouts={self.min_group_rollouts} > group_size={self.group_size}: "
+                "no group could ever be trained; lower min_group_rollouts."
+            )
+        if self.lr <= 0:
+            raise ValueError(f"lr={self.lr} must be > 0 (e.g. 1e-5).")
+        if self.clip_ratio_low <= 0 or self.clip_ratio_high <= 0:
+            raise ValueError("clip_ratio_low and clip_ratio_high must be > 0 (e.g. 0.2).")
+        if self.clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c={self.clip_ratio_c} must be > 1 (e.g. 3.0).")
+        if self.kl_coef < 0 or self.entropy_coef < 0:
+            raise ValueError("kl_coef and entropy_coef must be >= 0 (0 disables them).")
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> TrainerConfig:
+        """A config for a named algorithm (grpo, dr_grpo, rloo, gspo) with overrides."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}: use one of {sorted(PRESETS)}.")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def with_(self, **changes: Any) -> TrainerConfig:
+        """A validated copy with some fields changed."""
+        return replace(self, **changes)
+
+
+def _check_positive(config: TrainerConfig, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"{name}={value} must be >= 1.")

@@ -1,0 +1,153 @@
+"""Training samples from recorded LLM calls, token for token.
+
+The token ids are the ones the inference server produced (never a re-tokenisation), so
+the loss is computed on exactly what was sampled. ``loss_mask`` is aligned with
+``input_ids``: 1 on generated tokens, 0 on prompt and observation tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One LLM call as the inference server answered it."""
+
+    prompt_token_ids: Sequence[int]
+    response_token_ids: Sequence[int]
+    response_logprobs: Sequence[float]
+    policy_version: int
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """One finished episode: its group, its reward and its LLM calls in order."""
+
+    rollout_id: str
+    group_id: str
+    reward: float
+    calls: Sequence[CallRecord]
+
+
+@dataclass
+class Sample:
+    """One training sequence; every list has the length of ``input_ids``."""
+
+    rollout_id: str
+    group_id: str
+    input_ids: list[int]
+    loss_mask: list[int]
+    rollout_logprobs: list[float]
+    advantage: float
+    policy_version_min: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def num_generated(self) -> int:
+        return sum(self.loss_mask)
+
+
+@dataclass
+class SampleStats:
+    """What happened while building samples (reported as metrics)."""
+
+    samples: int = 0
+    prefix_mismatches: int = 0
+    dropped_overlength: int = 0
+    skipped_empty_calls: int = 0
+    generated_tokens: int = 0
+
+    def as_metrics(self) -> dict[str, float]:
+        return {f"samples/{k}": float(v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class _Builder:
+    """A sample under construction (trajectory mode appends turns to it)."""
+
+    input_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    rollout_logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+
+    def extends(self, prompt: Sequence[int]) -> bool:
+        n = len(self.input_ids)
+        return len(prompt) >= n and list(prompt[:n]) == self.input_ids
+
+    def append(self, call: CallRecord) -> None:
+        context = list(call.prompt_token_ids[len(self.input_ids) :])
+        self.input_ids += context + list(call.response_token_ids)
+        self.loss_mask += [0] * len(context) + [1] * len(call.response_token_ids)
+        self.rollout_logprobs += [0.0] * len(context) + [float(x) for x in call.response_logprobs]
+        self.versions.append(call.policy_version)
+
+
+def _check_call(call: CallRecord, rollout_id: str) -> None:
+    if len(call.response_logprobs) != len(call.response_token_ids):
+        raise ValueError(
+            f"rollout {rollout_id}: {len(call.response_token_ids)} response tokens but "
+            f"{len(call.response_logprobs)} logprobs; the LLM client must record one per token."
+        )
+    if not call.prompt_token_ids:
+        raise ValueError(f"rollout {rollout_id}: a call has no prompt_token_ids.")
+
+
+def _split_turns(rollout: RolloutRecord, mode: str, stats: SampleStats) -> list[_Builder]:
+    """Turns grouped into sequences: one per call, or joined while prompts extend."""
+    builders: list[_Builder] = []
+    for call in rollout.calls:
+        _check_call(call, rollout.rollout_id)
+        if not call.response_token_ids:
+            stats.skipped_empty_calls += 1
+            continue
+        if mode == "trajectory" and builders and builders[-1].extends(call.prompt_token_ids):
+            builders[-1].append(call)
+            continue
+        if mode == "trajectory" and builders:
+            stats.prefix_mismatches += 1
+        builder = _Builder()
+        builder.append(call)
+        builders.append(builder)
+    return builders
+
+
+def build_samples(
+    rollouts: Iterable[RolloutRecord],
+    advantages: Mapping[str, float],
+    mode: str,
+    max_tokens: int,
+) -> tuple[list[Sample], SampleStats]:
+    """Samples of ``rollouts``; every sample of a rollout gets the rollout's advantage.
+
+    ``mode`` is ``transition`` (one sample per call) or ``trajectory`` (a call whose prompt
+    extends the previous prompt + response is appended, its new context tokens masked 0;
+    otherwise it starts a new sample and counts as a prefix mismatch). Samples longer than
+    ``max_tokens`` are dropped and counted.
+    """
+    if mode not in ("transition", "trajectory"):
+        raise ValueError(f"mode={mode!r}: use 'transition' or 'trajectory'.")
+    stats = SampleStats()
+    samples: list[Sample] = []
+    for rollout in rollouts:
+        for b in _split_turns(rollout, mode, stats):
+            if len(b.input_ids) > max_tokens:
+                stats.dropped_overlength += 1
+                continue
+            samples.append(
+                Sample(
+                    rollout_id=rollout.rollout_id,
+                    group_id=rollout.group_id,
+                    input_ids=b.input_ids,
+                    loss_mask=b.loss_mask,
+                    rollout_logprobs=b.rollout_logprobs,
+                    advantage=float(advantages[rollout.rollout_id]),
+                    policy_version_min=min(b.versions),
+                )
+            )
+    stats.samples = len(samples)
+    stats.generated_tokens = sum(s.num_generated for s in samples)
+    return samples, stats

@@ -1,0 +1,69 @@
+"""Samples to padded tensors, and per-token logprobs from a causal LM.
+
+Token ``t`` is predicted from positions ``< t``, so every per-token tensor here has
+length ``T - 1`` and index ``t`` refers to token ``input_ids[:, t + 1]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from trainer.samples import Sample
+
+
+@dataclass
+class TrainBatch:
+    """Right-padded tensors of some samples."""
+
+    input_ids: torch.Tensor  # (B, T) long
+    attention_mask: torch.Tensor  # (B, T) long, 0 on padding
+    loss_mask: torch.Tensor  # (B, T-1) float, 1 where token t+1 was generated
+    rollout_logprobs: torch.Tensor  # (B, T-1) float, the server's logprob of token t+1
+    advantages: torch.Tensor  # (B, T-1) float, the rollout's advantage on every token
+
+    def to(self, device: str | torch.device) -> TrainBatch:
+        return TrainBatch(**{k: v.to(device) for k, v in self.__dict__.items()})
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def collate(samples: Sequence[Sample], pad_id: int) -> TrainBatch:
+    """Right-pad ``samples`` to the longest one."""
+    if not samples:
+        raise ValueError("collate needs at least one sample.")
+    width = max(len(s) for s in samples)
+    b = len(samples)
+    input_ids = torch.full((b, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((b, width), dtype=torch.long)
+    mask = torch.zeros((b, width), dtype=torch.float32)
+    logprobs = torch.zeros((b, width), dtype=torch.float32)
+    for i, s in enumerate(samples):
+        n = len(s)
+        input_ids[i, :n] = torch.tensor(s.input_ids)
+        attention[i, :n] = 1
+        mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
+        logprobs[i, :n] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
+    advantages = torch.tensor([s.advantage for s in samples]).unsqueeze(-1)  # (B, 1)
+    return TrainBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        loss_mask=mask[:, 1:],
+        rollout_logprobs=logprobs[:, 1:],
+        advantages=advantages.expand(b, width - 1) * mask[:, 1:],
+    )
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """Log-probability of each next token. logits (B, T, V), input_ids (B, T) -> (B, T-1)."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
+    return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of each next-token distribution. logits (B, T, V) -> (B, T-1)."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
+    return -(logp.exp() * logp).sum(-1)  # (B, T-1)

@@ -1,0 +1,113 @@
+"""The tiny CPU policy: a few-million-parameter Qwen2 model and its own tokenizer.
+
+Everything is built here from nothing (no download): a byte-level BPE tokenizer trained
+on the catalog's text and the action grammar, with a ChatML template so that
+``apply_chat_template`` works, and a randomly initialised ``Qwen2ForCausalLM``. The
+warm start (supervised learning on oracle demonstrations) is in :mod:`trainer.bootstrap`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+PAD = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
+SPECIAL_TOKENS = [PAD, IM_START, IM_END, *ROLE_TOKENS]
+ACTION_GRAMMAR = [
+    "search[",
+    "click[",
+    "]",
+    "back to search",
+    "next >",
+    "< prev",
+    "buy now",
+    "description",
+    "features",
+    "reviews",
+    "attributes",
+]
+# ChatML with one special token per role: "<|im_start|><|user|>\n...<|im_end|>\n".
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|><|' + message['role'] + '|>\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|><|assistant|>\\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinySize:
+    """Shape of the tiny model."""
+
+    vocab_size: int = 4096
+    """BPE vocabulary size (special tokens included)."""
+    hidden_size: int = 192
+    """Width of the residual stream."""
+    layers: int = 4
+    """Transformer blocks."""
+    heads: int = 6
+    """Attention heads (key/value heads: half as many)."""
+    intermediate_size: int = 512
+    """Width of the MLP."""
+    max_positions: int = 4096
+    """Longest sequence the rotary embedding is configured for."""
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer (any text encodes) with the chat template and role tokens."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_with_grammar(texts), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=PAD,
+        additional_special_tokens=[IM_START, *ROLE_TOKENS],
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=4096,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def _with_grammar(texts: Iterable[str]) -> Iterable[str]:
+    for _ in range(50):
+        yield " ".join(ACTION_GRAMMAR)
+    yield from texts
+
+
+def build_model(tokenizer: PreTrainedTokenizerFast, size: TinySize, seed: int) -> Qwen2ForCausalLM:
+    """A randomly initialised Qwen2 causal LM sized by ``size`` for ``tokenizer``."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=size.hidden_size,
+        intermediate_size=size.intermediate_size,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=max(1, size.heads // 2),
+        max_position_embeddings=size.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Distinct parameters (tied embeddings counted once)."""
+    return sum(p.numel() for p in model.parameters())

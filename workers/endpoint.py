@@ -1,0 +1,181 @@
+"""Where the policy is served: one Redis key plus an announcement channel.
+
+The trainer writes ``{base_url, model, version, status}`` to :data:`ENDPOINT_KEY` and
+publishes the same JSON on :data:`ENDPOINT_CHANNEL`. Workers read the key once per LLM
+call (a single GET), so a new version is used from the next call on without a restart.
+While weights sync the status is ``paused``: callers wait (capped backoff) instead of
+failing. With nothing published, the endpoint of the settings (``llm_base_url``, version 0)
+is used, so a plain OpenAI-compatible server works without a trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+from app.config import Settings
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT_KEY = "wsrl:policy:endpoint"
+ENDPOINT_CHANNEL = "wsrl:policy:endpoint:announce"
+
+
+class EndpointStatus(StrEnum):
+    SERVING = "serving"
+    PAUSED = "paused"
+
+
+class EndpointUnavailable(RuntimeError):
+    """No endpoint can be used: none configured, Redis unreachable, or paused too long."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class PolicyEndpoint:
+    """An OpenAI-compatible endpoint serving one policy version."""
+
+    base_url: str
+    model: str
+    version: int
+    status: EndpointStatus = EndpointStatus.SERVING
+
+    @property
+    def serving(self) -> bool:
+        return self.status == EndpointStatus.SERVING
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "status": str(self.status)}, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PolicyEndpoint:
+        """Strict: a record without base_url/model/version is an error, not a default."""
+        missing = [k for k in ("base_url", "model", "version") if k not in data]
+        if missing:
+            raise ValueError(f"policy endpoint record lacks {', '.join(missing)}: {data!r}")
+        return cls(
+            base_url=str(data["base_url"]),
+            model=str(data["model"]),
+            version=int(data["version"]),
+            status=EndpointStatus(data.get("status", EndpointStatus.SERVING)),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> PolicyEndpoint:
+        return cls.from_dict(json.loads(raw))
+
+
+def publish_endpoint(
+    redis: Redis,
+    endpoint: PolicyEndpoint,
+    *,
+    key: str = ENDPOINT_KEY,
+    channel: str = ENDPOINT_CHANNEL,
+) -> int:
+    """Store the endpoint, then announce it; returns how many subscribers heard it.
+
+    The key is written first so that a subscriber reacting to the announcement reads the
+    new record. The key is the truth; the announcement is only a hint.
+    """
+    payload = endpoint.to_json()
+    redis.set(key, payload)
+    receivers = int(redis.publish(channel, payload))
+    logger.info(
+        "published policy endpoint v%d %s (%s) at %s",
+        endpoint.version,
+        endpoint.model,
+        endpoint.status,
+        endpoint.base_url,
+    )
+    return receivers
+
+
+def read_endpoint(redis: Redis, *, key: str = ENDPOINT_KEY) -> PolicyEndpoint | None:
+    """The published endpoint (one GET), or None when nothing is published."""
+    raw = redis.get(key)
+    if raw is None:
+        return None
+    return PolicyEndpoint.from_json(raw)
+
+
+def fallback_endpoint(settings: Settings) -> PolicyEndpoint | None:
+    """The settings' endpoint as version 0, or None when ``llm_base_url`` is unset."""
+    if not settings.llm_base_url:
+        return None
+    return PolicyEndpoint(base_url=settings.llm_base_url, model=settings.llm_model, version=0)
+
+
+class EndpointResolver:
+    """Finds the endpoint to call, per call: Redis first, then the settings.
+
+    ``redis=None`` means no trainer publishes (evaluation against a fixed server).
+    Thread-safe as long as the Redis client is (redis-py clients are).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis: Redis | None = None,
+        *,
+        key: str = ENDPOINT_KEY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._settings = settings
+        self._redis = redis
+        self._key = key
+        self._sleep = sleep
+
+    def current(self) -> PolicyEndpoint:
+        """The endpoint as published now (serving or paused).
+
+        A Redis failure is an error rather than a silent switch to the fallback: the
+        fallback may be another model, and its samples would be mislabelled.
+        """
+        if self._redis is not None:
+            try:
+                published = read_endpoint(self._redis, key=self._key)
+            except RedisError as exc:
+                raise EndpointUnavailable(f"cannot read policy endpoint from Redis: {exc}") from exc
+            except ValueError as exc:
+                raise EndpointUnavailable(f"bad policy endpoint record: {exc}") from exc
+            if published is not None:
+                return published
+        fallback = fallback_endpoint(self._settings)
+        if fallback is None:
+            raise EndpointUnavailable(
+                "no policy endpoint: none published in Redis "
+                f"({self._key}) and WSRL_LLM_BASE_URL / OPENAI_API_BASE unset"
+            )
+        return fallback
+
+    def wait_until_serving(self) -> PolicyEndpoint:
+        """The current endpoint once it serves; polls with capped backoff while paused."""
+        endpoint = self.current()
+        if endpoint.serving:
+            return endpoint
+        deadline = time.monotonic() + self._settings.llm_paused_max_wait_s
+        delay = self._settings.llm_backoff_initial_s
+        logger.info("policy endpoint v%d paused; waiting", endpoint.version)
+        while not endpoint.serving:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EndpointUnavailable(
+                    f"policy endpoint v{endpoint.version} paused for more than "
+                    f"{self._settings.llm_paused_max_wait_s:g}s"
+                )
+            self._sleep(min(delay, remaining))
+            delay = min(delay * 2, self._settings.llm_backoff_max_s)
+            endpoint = self.current()
+        logger.info("policy endpoint v%d serving again", endpoint.version)
+        return endpoint

@@ -1,0 +1,248 @@
+"""Creating rollouts and sending their jobs: the service the API, the CLI and the trainer call.
+
+Rows first, messages after the commit: :func:`enqueue_rollouts` adds rows to the caller's
+transaction and sends the Celery messages only once that transaction commits (a
+rollback sends nothing). If sending fails after the commit, the rows stay ``queued``
+and the reconciler sends them again when their deadline passes; Postgres decides what
+exists, Redis only carries work.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import fields
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from celery import Celery
+from sqlalchemy import event, func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from app.config import Settings, get_settings
+from app.db.lifecycle import GoalSource, RolloutMode, RolloutStatus
+from app.db.models import Goal, Rollout
+from workers.celery_app import ROLLOUT_TASK, queue_for_mode
+from workers.env_client import EnvClient, EnvError
+from workers.llm import Sampling
+
+logger = logging.getLogger(__name__)
+
+GOALS_PAGE = 1000
+SAMPLING_KEYS = frozenset(f.name for f in fields(Sampling))
+_AFTER_COMMIT_KEY = "wsrl_after_commit"
+
+
+class EnqueueError(ValueError):
+    """A request that cannot be turned into rollouts; the message says what to change."""
+
+
+def on_commit(session: Session, callback: Callable[[], None]) -> None:
+    """Run ``callback`` after the session's current transaction commits (never on rollback)."""
+    pending: list[Callable[[], None]] | None = session.info.get(_AFTER_COMMIT_KEY)
+    if pending is None:
+        pending = session.info[_AFTER_COMMIT_KEY] = []
+
+        def run(committed: Session) -> None:
+            callbacks = committed.info.pop(_AFTER_COMMIT_KEY, [])
+            for item in callbacks:
+                item()
+
+        def drop(rolled_back: Session) -> None:
+            rolled_back.info.pop(_AFTER_COMMIT_KEY, None)
+
+        event.listen(session, "after_commit", run, once=True)
+        event.listen(session, "after_rollback", drop, once=True)
+    pending.append(callback)
+
+
+def send_rollouts(
+    celery: Celery, rollouts: Iterable[tuple[uuid.UUID, str]], *, countdown: float | None = None
+) -> int:
+    """Send one job per ``(rollout_id, mode)`` over one broker connection; returns the count."""
+    sent = 0
+    with celery.producer_or_acquire() as producer:
+        for rollout_id, mode in rollouts:
+            celery.send_task(
+                ROLLOUT_TASK,
+                args=[str(rollout_id)],
+                queue=queue_for_mode(mode),
+                producer=producer,
+                countdown=countdown,
+            )
+            sent += 1
+    return sent
+
+
+def send_after_commit(
+    celery: Celery, jobs: list[tuple[uuid.UUID, str]], *, countdown: float | None = None
+) -> None:
+    """Send jobs whose rows are already committed; a broker failure is logged, not raised.
+
+    The rows stay ``queued`` with a deadline, so the reconciler sends them again once it
+    passes; raising here could not undo the commit.
+    """
+    try:
+        send_rollouts(celery, jobs, countdown=countdown)
+    except Exception:
+        logger.exception("sending %d rollout jobs failed; the reconciler will resend", len(jobs))
+
+
+def choose_goals(session: Session, split: str, count: int | None, rng: random.Random) -> list[int]:
+    """``count`` distinct goals of ``split`` drawn by weight (all of them when count is None).
+
+    Weighted sampling without replacement: each goal gets the key ``u ** (1 / weight)``
+    and the largest keys win, so a goal of weight 2 is about twice as likely as one of 1.
+    """
+    rows = session.execute(
+        select(Goal.id, Goal.weight).where(Goal.split == split).order_by(Goal.id)
+    ).all()
+    if not rows:
+        raise EnqueueError(f"no goals in split {split!r}; run sync_goals (wsrl enqueue does)")
+    if count is None or count >= len(rows):
+        return [goal_id for goal_id, _ in rows]
+    keys = [
+        (rng.random() ** (1.0 / weight) if weight and weight > 0 else 0.0, goal_id)
+        for goal_id, weight in rows
+    ]
+    keys.sort(reverse=True)
+    return sorted(goal_id for _, goal_id in keys[:count])
+
+
+def enqueue_rollouts(
+    session: Session,
+    celery: Celery,
+    *,
+    goal_ids: Sequence[int] | None = None,
+    split: str | None = None,
+    count: int | None = None,
+    group_size: int = 1,
+    mode: str = "train",
+    agent_url: str | None = None,
+    sampling: dict[str, Any] | None = None,
+    settings: Settings | None = None,
+    seed: int | None = None,
+) -> list[uuid.UUID]:
+    """Create ``group_size`` rollouts per goal (one group id per goal) and queue their jobs.
+
+    Goals are ``goal_ids`` or ``count`` goals drawn from ``split`` (all of the split when
+    ``count`` is None). The jobs are sent after the caller commits the session. Raises
+    :class:`EnqueueError` for a request that names no goals, unknown goal ids, or bad
+    sizes.
+    """
+    settings = settings or get_settings()
+    if group_size < 1:
+        raise EnqueueError(f"group_size must be >= 1, got {group_size}")
+    if count is not None and count < 1:
+        raise EnqueueError(f"count must be >= 1, got {count}")
+    try:
+        rollout_mode = RolloutMode(mode)
+    except ValueError:
+        raise EnqueueError(f"mode must be 'train' or 'eval', got {mode!r}") from None
+    if sampling is not None:
+        unknown = set(sampling) - SAMPLING_KEYS
+        if unknown:
+            raise EnqueueError(
+                f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}"
+            )
+    if goal_ids is not None and split is not None:
+        raise EnqueueError("give goal_ids or split, not both")
+    if goal_ids is not None:
+        chosen = list(goal_ids)
+        if not chosen:
+            raise EnqueueError("goal_ids is empty")
+        known = set(session.scalars(select(Goal.id).where(Goal.id.in_(chosen))))
+        missing = sorted(set(chosen) - known)
+        if missing:
+            raise EnqueueError(f"unknown goal ids: {missing[:20]} (sync goals from the env first)")
+    elif split is not None:
+        chosen = choose_goals(session, split, count, random.Random(seed))
+    else:
+        raise EnqueueError("give goal_ids or split")
+
+    deadline = func.now() + timedelta(seconds=settings.rollout_queue_timeout_s)
+    rows: list[dict[str, Any]] = []
+    for goal_id in chosen:
+        group_id = uuid.uuid4()
+        for sample_index in range(group_size):
+            rows.append(
+                {
+                    "id": uuid.uuid4(),
+                    "goal_id": goal_id,
+                    "group_id": group_id,
+                    "sample_index": sample_index,
+                    "mode": rollout_mode,
+                    "status": RolloutStatus.QUEUED,
+                    "max_attempts": settings.max_attempts,
+                    "agent_url": agent_url,
+                    "sampling": sampling,
+                    "deadline_at": deadline,
+                }
+            )
+    for start in range(0, len(rows), 1000):
+        session.execute(insert(Rollout).values(rows[start : start + 1000]))
+    jobs = [(row["id"], rollout_mode.value) for row in rows]
+    on_commit(session, lambda: send_after_commit(celery, jobs))
+    logger.info(
+        "enqueued %d %s rollouts (%d goals x %d samples)",
+        len(rows),
+        rollout_mode.value,
+        len(chosen),
+        group_size,
+    )
+    return [row["id"] for row in rows]
+
+
+def _goal_row(data: dict[str, Any]) -> dict[str, Any]:
+    options = data.get("goal_options") or {}
+    return {
+        "id": int(data["id"]),
+        "split": str(data["split"]),
+        "instruction": str(data["instruction"]),
+        "asin": str(data["asin"]),
+        "name": data.get("name"),
+        "category": data.get("category"),
+        "product_category": data.get("product_category"),
+        "query": data.get("query"),
+        "attributes": list(data.get("attributes") or []),
+        "goal_options": options,
+        "price_upper": data.get("price_upper"),
+        "weight": float(data.get("weight", 1.0)),
+        "source": GoalSource.HUMAN if isinstance(options, list) else GoalSource.SYNTHETIC,
+    }
+
+
+def sync_goals(session: Session, env_client: EnvClient, *, split: str | None = None) -> int:
+    """Load the env server's goals (``GET /goals``) that the ``goals`` table lacks.
+
+    Existing rows are kept as they are (goal ids are stable per catalog). Returns how many
+    goals were added. Raises :class:`~workers.env_client.EnvError` when the env server
+    cannot be read.
+    """
+    known = set(session.scalars(select(Goal.id)))
+    added = 0
+    offset = 0
+    with httpx.Client(base_url=env_client.base_url, timeout=30.0) as http:
+        while True:
+            params: dict[str, Any] = {"offset": offset, "limit": GOALS_PAGE}
+            if split is not None:
+                params["split"] = split
+            try:
+                response = http.get("/goals", params=params)
+                response.raise_for_status()
+                page = response.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                raise EnvError(f"cannot read goals from {env_client.base_url}: {exc}") from exc
+            new = [_goal_row(g) for g in page["goals"] if int(g["id"]) not in known]
+            if new:
+                session.execute(insert(Goal).values(new).on_conflict_do_nothing())
+                added += len(new)
+            offset += len(page["goals"])
+            if not page["goals"] or offset >= int(page["total"]):
+                break
+    logger.info("synced goals from %s: %d added, %d known", env_client.base_url, added, len(known))
+    return added

@@ -1,0 +1,167 @@
+"""A small client for the env server's native HTTP API (``app/webshop/server``).
+
+Every failure is an :class:`EnvError` with a reason that names the call and, for HTTP
+errors, the server's ``detail``; ``retryable`` tells a caller whether trying the attempt
+again later can help (connection errors, timeouts, 5xx, 429) or not (404, 410, 422).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from app.config import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class EnvError(RuntimeError):
+    """A failed env server call; ``status_code`` is None when no HTTP answer came."""
+
+    def __init__(self, reason: str, *, status_code: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status_code = status_code
+
+    @property
+    def retryable(self) -> bool:
+        return self.status_code is None or self.status_code >= 500 or self.status_code == 429
+
+
+@dataclass(frozen=True)
+class EnvSession:
+    """A started episode: everything the agent needs for its first step."""
+
+    session_id: str
+    goal: dict[str, Any]
+    observation: str
+    available_actions: dict[str, Any]
+
+    @property
+    def goal_id(self) -> int:
+        return int(self.goal["id"])
+
+    @property
+    def instruction(self) -> str:
+        return str(self.goal.get("instruction", ""))
+
+
+@dataclass(frozen=True)
+class EnvStep:
+    observation: str
+    reward: float
+    done: bool
+    info: dict[str, Any]
+
+    @property
+    def valid(self) -> bool:
+        """False when the env says the action did nothing (``info.valid``)."""
+        return bool(self.info.get("valid", True))
+
+
+class EnvClient:
+    """Thread-safe (one ``httpx.Client`` with its connection pool); close it when done."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EnvClient:
+        return cls(settings.env_url, timeout_s=settings.env_timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> EnvClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        what = f"{method} {path}"
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise EnvError(f"env server {self.base_url}: {what} timed out") from exc
+        except httpx.HTTPError as exc:
+            raise EnvError(f"env server {self.base_url} unreachable: {what}: {exc}") from exc
+        if response.status_code >= 400:
+            raise EnvError(
+                f"env server {what} -> {response.status_code}: {_detail(response)}",
+                status_code=response.status_code,
+            )
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._call(method, path, **kwargs)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise EnvError(
+                f"env server {method} {path}: answer is not JSON: {response.text[:200]!r}",
+                status_code=response.status_code,
+            ) from exc
+
+    def create_session(
+        self,
+        goal_id: int | None = None,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        seed: int | None = None,
+    ) -> EnvSession:
+        """Start an episode on a goal id, or split + index, or a weighted random goal."""
+        body: dict[str, Any] = {}
+        if goal_id is not None:
+            body["goal_id"] = goal_id
+        if split is not None:
+            body["split"] = split
+        if index is not None:
+            body["index"] = index
+        if seed is not None:
+            body["seed"] = seed
+        data = self._json("POST", "/sessions", json=body)
+        return EnvSession(
+            session_id=str(data["session_id"]),
+            goal=data["goal"],
+            observation=data["observation"],
+            available_actions=data["available_actions"],
+        )
+
+    def step(self, session_id: str, action: str) -> EnvStep:
+        data = self._json("POST", f"/sessions/{session_id}/step", json={"action": action})
+        return EnvStep(
+            observation=data["observation"],
+            reward=float(data["reward"]),
+            done=bool(data["done"]),
+            info=data.get("info") or {},
+        )
+
+    def available_actions(self, session_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/sessions/{session_id}/available_actions")
+
+    def get_session(self, session_id: str) -> dict[str, Any]:
+        """``{session_id, goal_id, done, reward, reward_parts, num_steps, purchased_asin}``."""
+        return self._json("GET", f"/sessions/{session_id}")
+
+    def close_session(self, session_id: str) -> None:
+        """Idempotent: closing a missing or expired session is not an error."""
+        self._call("DELETE", f"/sessions/{session_id}")
+
+    def health(self) -> dict[str, Any]:
+        return self._json("GET", "/health")
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])[:300]
+    return str(body)[:300]

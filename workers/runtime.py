@@ -1,0 +1,118 @@
+"""Long-lived clients of one worker process, built on its first task (never at import).
+
+One engine (a pool sized to the worker's threads, so no thread waits for a connection),
+one Redis client, one env client and one LLM client are shared by all threads of the
+process; all are thread-safe. The heartbeat thread extends the deadline of the rollouts
+this process is running: a rollout whose process died stops being extended and the
+reconciler finds it past its deadline with no live attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+from redis import Redis
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings, get_settings
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from workers.celery_app import TimeLimits, time_limits
+from workers.endpoint import EndpointResolver
+from workers.env_client import EnvClient
+from workers.llm import LLMClient
+from workers.persistence import extend_deadlines
+
+logger = logging.getLogger(__name__)
+
+# A worker that misses this many heartbeats is presumed dead.
+MISSED_BEATS = 3
+
+
+def liveness_s(settings: Settings) -> float:
+    """How far ahead a heartbeat pushes a running rollout's deadline."""
+    return MISSED_BEATS * settings.worker_heartbeat_s
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class ActiveAttempts:
+    """Rollouts that threads of this process are running now (thread-safe)."""
+
+    _ids: set[uuid.UUID] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, rollout_id: uuid.UUID) -> None:
+        with self._lock:
+            self._ids.add(rollout_id)
+
+    def discard(self, rollout_id: uuid.UUID) -> None:
+        with self._lock:
+            self._ids.discard(rollout_id)
+
+    def snapshot(self) -> list[uuid.UUID]:
+        with self._lock:
+            return list(self._ids)
+
+
+class WorkerRuntime:
+    """Shared clients plus the heartbeat thread of one worker process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.limits: TimeLimits = time_limits(settings)
+        pool = settings.worker_concurrency + 2
+        self.engine: Engine = make_engine(settings, pool_size=pool, max_overflow=pool)
+        self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
+        self.redis: Redis = Redis.from_url(settings.resolved_redis_url())
+        self.env = EnvClient.from_settings(settings)
+        self.llm = LLMClient(settings, EndpointResolver(settings, self.redis))
+        self.active = ActiveAttempts()
+        self.worker = worker_name()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._beat, name="wsrl-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.settings.worker_heartbeat_s):
+            ids = self.active.snapshot()
+            if not ids:
+                continue
+            try:
+                with session_scope(self.sessions) as session:
+                    extend_deadlines(
+                        session,
+                        ids,
+                        liveness_s=liveness_s(self.settings),
+                        episode_s=self.limits.episode_s,
+                    )
+            except Exception:
+                logger.exception("heartbeat for %d rollouts failed", len(ids))
+
+    def close(self) -> None:
+        self._stop.set()
+        self.env.close()
+        self.llm.close()
+        self.redis.close()
+        self.engine.dispose()
+
+
+_runtime: WorkerRuntime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> WorkerRuntime:
+    """The process's runtime; built once, by whichever thread asks first."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = WorkerRuntime(get_settings())
+        return _runtime

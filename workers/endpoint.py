@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -90,7 +90,7 @@ def publish_endpoint(
     """
     payload = endpoint.to_json()
     redis.set(key, payload)
-    receivers = int(redis.publish(channel, payload))
+    receivers = cast(int, redis.publish(channel, payload))
     logger.info(
         "published policy endpoint v%d %s (%s) at %s",
         endpoint.version,
@@ -103,7 +103,7 @@ def publish_endpoint(
 
 def read_endpoint(redis: Redis, *, key: str = ENDPOINT_KEY) -> PolicyEndpoint | None:
     """The published endpoint (one GET), or None when nothing is published."""
-    raw = redis.get(key)
+    raw = cast("bytes | str | None", redis.get(key))
     if raw is None:
         return None
     return PolicyEndpoint.from_json(raw)

@@ -201,12 +201,13 @@ class Gateway:
     def _record(self, attempt_id: int, rollout_id: uuid.UUID, number: int, call: LLMCall) -> int:
         """Write the call as the attempt's next one; returns its index.
 
-        The attempt row is locked (``FOR UPDATE``) by the same statement that reads the
-        next index, so concurrent calls of one attempt, even through several API
-        processes, get consecutive indexes instead of colliding.
+        A transaction-level advisory lock per attempt (no row write, unlike ``FOR UPDATE``)
+        is taken before the next index is read, so concurrent calls of one attempt, even
+        through several API processes, get consecutive indexes instead of colliding.
         """
         with self._sessions() as session, session.begin():
-            index = session.execute(_LOCK_AND_NEXT_INDEX, {"attempt_id": attempt_id}).scalar_one()
+            session.execute(_LOCK_ATTEMPT, {"key": attempt_id})
+            index = session.execute(_NEXT_INDEX, {"attempt_id": attempt_id}).scalar_one()
             try:
                 write_rows(session, attempt_id, PendingRows(calls=[call_row(int(index), call)]))
             except AttemptSuperseded as exc:
@@ -219,10 +220,14 @@ class Gateway:
         return int(index)
 
 
-# One round trip: lock the attempt row and read the index its next call gets.
-_LOCK_AND_NEXT_INDEX = text(
-    "SELECT (SELECT coalesce(max(c.index) + 1, 0) FROM llm_calls c WHERE c.attempt_id = a.id) "
-    "FROM attempts a WHERE a.id = :attempt_id FOR UPDATE"
+# The two-key form keeps these locks apart from any other advisory lock of the database:
+# the first key names "next call index of an attempt" (ASCII "wsgw").
+_LOCK_CLASS = 0x77736777
+_LOCK_ATTEMPT = text(
+    f"SELECT pg_advisory_xact_lock({_LOCK_CLASS}, (CAST(:key AS bigint) % 2147483647)::int)"
+)
+_NEXT_INDEX = text(
+    "SELECT coalesce(max(index) + 1, 0) FROM llm_calls WHERE attempt_id = :attempt_id"
 )
 
 

@@ -75,6 +75,11 @@ class Settings(BaseSettings):
     step_timeout_s: float = Field(
         120.0, description="Upper bound of one agent step (LLM + env); sets task deadlines."
     )
+    default_agent_url: str | None = Field(
+        None,
+        description="External agent (agent-as-a-service) that plays rollouts enqueued without "
+        "their own agent_url; unset = the built-in agent.",
+    )
 
     # --- Celery workers, deadlines and the reconciler ------------------------------------
     episode_margin_s: float = Field(

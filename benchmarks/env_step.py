@@ -67,7 +67,7 @@ def main() -> None:
             if not result.info["valid"]:
                 raise RuntimeError(f"{action}: {result.info['error']}")
 
-        def first_result() -> str:
+        def first_result(s=s) -> str:  # type: ignore[no-untyped-def]
             return next(c for c in s.available_actions()["clickables"]
                         if c not in ("back to search", "< prev", "next >"))  # fmt: skip
 

@@ -98,7 +98,7 @@ def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_i
     return sum(losses) / max(len(losses), 1)
 
 
-def _cached(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:
+def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:
     path = out / MANIFEST
     if not path.exists():
         return None
@@ -108,7 +108,7 @@ def _cached(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:
 
 def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool = False) -> dict:
     """Builds (or reuses) the warm-started tiny policy in ``out``; returns its manifest."""
-    if not force and (manifest := _cached(out, config)) is not None:
+    if not force and (manifest := cached_manifest(out, config)) is not None:
         logger.info("tiny policy cached in %s", out)
         return {**manifest, "cached": True}
     started = time.perf_counter()

@@ -149,6 +149,8 @@ def enqueue_rollouts(
             raise EnqueueError(
                 f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}"
             )
+    if agent_url is not None and not agent_url.startswith(("http://", "https://")):
+        raise EnqueueError(f"agent_url must be an http(s) URL, got {agent_url!r}")
     if goal_ids is not None and split is not None:
         raise EnqueueError("give goal_ids or split, not both")
     if goal_ids is not None:

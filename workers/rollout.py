@@ -23,6 +23,7 @@ from app.db.session import session_scope
 from workers.agent import run_episode
 from workers.enqueue import SAMPLING_KEYS, on_commit, send_after_commit
 from workers.env_client import EnvError
+from workers.external_agent import ExternalAgentError, play_external_attempt
 from workers.llm import LLMError, Sampling
 from workers.persistence import (
     AttemptStart,
@@ -70,6 +71,8 @@ def _failure(exc: BaseException) -> tuple[str, bool]:
         return f"env error: {exc.reason}", True
     if isinstance(exc, LLMError):
         return f"{type(exc).__name__}: {exc}", True
+    if isinstance(exc, ExternalAgentError):
+        return f"external agent: {exc.reason}", True
     if isinstance(exc, EpisodeBudgetExceeded):
         return f"timeout: {exc}", True
     if isinstance(exc, SoftTimeLimitExceeded):
@@ -118,20 +121,21 @@ def _play(
 ) -> Outcome:
     settings = runtime.settings
     try:
-        if start.agent_url:
-            raise _NotRetryable(
-                f"external agents (agent_url={start.agent_url}) are not run by this worker"
+        # --- external agent (agent-as-a-service): see workers/external_agent.py ---
+        agent_url = start.agent_url or settings.default_agent_url
+        if agent_url:
+            result = play_external_attempt(runtime, start, recorder, agent_url)
+        else:
+            result = run_episode(
+                runtime.env,
+                runtime.llm,
+                start.goal_id,
+                recorder,
+                max_steps=settings.max_steps,
+                sampling=sampling_from(Sampling.from_settings(settings), start.sampling),
+                worker=runtime.worker,
+                rollout=f"{str(start.rollout_id)[:8]}#{start.number}",
             )
-        result = run_episode(
-            runtime.env,
-            runtime.llm,
-            start.goal_id,
-            recorder,
-            max_steps=settings.max_steps,
-            sampling=sampling_from(Sampling.from_settings(settings), start.sampling),
-            worker=runtime.worker,
-            rollout=f"{str(start.rollout_id)[:8]}#{start.number}",
-        )
     except AttemptSuperseded as exc:
         logger.warning("rollout %s attempt %d superseded: %s", start.rollout_id, start.number, exc)
         publisher.publish("superseded")

@@ -67,6 +67,10 @@ def enqueue(
         str | None, typer.Option(help="Comma-separated goal ids instead of --split.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the goal draw.")] = None,
+    agent_url: Annotated[
+        str | None,
+        typer.Option(help="External agent URL that plays these rollouts (agent-as-a-service)."),
+    ] = None,
 ) -> None:
     """Create rollouts (COUNT goals x GROUP_SIZE samples) and queue their jobs."""
     from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -100,6 +104,7 @@ def enqueue(
                 mode=mode,
                 settings=settings,
                 seed=seed,
+                agent_url=agent_url,
             )
     except (EnqueueError, EnvError) as exc:
         raise _fail(exc) from exc

@@ -103,6 +103,7 @@ class SearchIndex:
         del corpus_ids
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".index-", dir=path.parent))
+        tmp.chmod(0o755)
         try:
             model.save(tmp, show_progress=False)
             try:

@@ -189,6 +189,7 @@ def compile_catalog(data_dir: Path, cache_root: Path, price_seed: int = 0) -> Pa
         return target
     cache_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_root))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
     try:
         logger.info("Compiling catalog %s into %s", data_dir, target)
         _compile_into(tmp, items, ins, human, price_seed)

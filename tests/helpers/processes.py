@@ -237,3 +237,42 @@ def celery_worker(
         log_path=log_dir / f"worker-{name}.log",
         ready=_log_says(" ready."),
     )
+
+
+def api_server(log_dir: Path, settings: Settings, *, port: int | None = None) -> ServiceProcess:
+    """``wsrl api serve`` (control plane + LLM gateway) on the settings' database and Redis."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    return ServiceProcess(
+        name=f"api:{port}",
+        args=[*WSRL, "api", "serve", "--port", str(port)],
+        env=child_env(settings),
+        log_path=log_dir / f"api-{port}.log",
+        ready=_http_ok(f"{url}/health"),
+        url=url,
+    )
+
+
+def example_agent(log_dir: Path, *, port: int | None = None) -> ServiceProcess:
+    """``examples/external_agent`` under uvicorn, as its README runs it; ``url`` is the
+    episode URL to enqueue with. It gets everything from the episode payload, no settings."""
+    port = port or free_port()
+    root = f"http://127.0.0.1:{port}"
+    return ServiceProcess(
+        name=f"example-agent:{port}",
+        args=[
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            str(REPO / "examples" / "external_agent"),
+            "agent:app",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ],
+        env=child_env(),
+        log_path=log_dir / f"example-agent-{port}.log",
+        ready=_http_ok(f"{root}/docs"),
+        url=f"{root}/episode",
+    )

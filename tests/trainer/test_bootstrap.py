@@ -1,5 +1,6 @@
 """Tiny-policy bootstrap smoke test: oracle demonstrations -> SFT -> HF checkpoint."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
-from trainer.bootstrap import BootstrapConfig, bootstrap
+from trainer.bootstrap import BootstrapConfig, cached_manifest, bootstrap
 from trainer.inprocess_eval import evaluate
 from trainer.tiny_policy import TinySize
 from workers.agent import parse_action
@@ -69,7 +70,7 @@ def test_bootstrap_writes_loadable_cached_reproducible_checkpoint(
         [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
     )
     assert text == "<|im_start|><|user|>\nhi<|im_end|>\n<|im_start|><|assistant|>\n"
-    assert bootstrap(env, tmp_path / "a", TINY.__class__(seed=4, episodes=3))["cached"] is False
+    assert cached_manifest(tmp_path / "a", replace(TINY, seed=4)) is None
 
 
 def test_inprocess_evaluation_plays_episodes(env: WebShopEnv, tmp_path: Path) -> None:

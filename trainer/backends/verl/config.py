@@ -1,0 +1,87 @@
+"""Loading the verl configs (fast, qwen, qwen3b) through hydra, as verl's own entry points do.
+
+Each YAML under ``configs/`` puts verl's ``ppo_trainer.yaml`` first in its defaults list and
+overrides the fields this project needs, plus a ``webshop`` section for our loop (mode,
+staleness, turns). :func:`load_config` composes one, resolves it and checks what verl's
+``validate_config`` does not know about, with messages that say how to fix the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+CONFIG_NAMES = ("fast", "qwen", "qwen3b")
+MODES = ("colocated", "async")
+
+
+def load_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The resolved config ``name`` with hydra-style ``overrides`` (``key=value``)."""
+    if name not in CONFIG_NAMES:
+        raise ValueError(f"unknown verl config {name!r}: use one of {', '.join(CONFIG_NAMES)}.")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        config = compose(config_name=name, overrides=list(overrides))
+    OmegaConf.resolve(config)
+    check_config(config)
+    return config
+
+
+def check_config(config: DictConfig) -> None:
+    """Our invariants: a GRPO group needs >= 2 rollouts, async needs its own rollout GPUs."""
+    shop = config.webshop
+    rollout = config.actor_rollout_ref.rollout
+    if shop.mode not in MODES:
+        raise ValueError(f"webshop.mode={shop.mode!r}: use one of {', '.join(MODES)}.")
+    if shop.max_staleness < 0:
+        raise ValueError(f"webshop.max_staleness={shop.max_staleness} must be >= 0.")
+    if rollout.n < 2 and config.algorithm.adv_estimator in ("grpo", "rloo"):
+        raise ValueError(
+            f"actor_rollout_ref.rollout.n={rollout.n} is the GRPO group size; "
+            f"{config.algorithm.adv_estimator} needs >= 2 rollouts per goal."
+        )
+    if not 2 <= shop.min_group_rollouts <= rollout.n:
+        raise ValueError(
+            f"webshop.min_group_rollouts={shop.min_group_rollouts} must lie in "
+            f"[2, rollout.n={rollout.n}]."
+        )
+    if shop.sample_mode not in ("trajectory", "transition"):
+        raise ValueError(f"webshop.sample_mode={shop.sample_mode!r}: trajectory or transition.")
+    if shop.mode == "async":
+        _check_async(config)
+
+
+def _check_async(config: DictConfig) -> None:
+    rollout = config.actor_rollout_ref.rollout
+    if rollout.nnodes < 1 or rollout.n_gpus_per_node < 1:
+        raise ValueError(
+            "webshop.mode=async serves rollouts from GPUs of their own: set "
+            "actor_rollout_ref.rollout.nnodes>=1 and actor_rollout_ref.rollout.n_gpus_per_node>=1."
+        )
+    if rollout.checkpoint_engine.backend == "naive":
+        raise ValueError(
+            "webshop.mode=async syncs weights across GPUs: set "
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl."
+        )
+    if config.webshop.max_staleness < 1:
+        raise ValueError(
+            "webshop.mode=async keeps generating with the previous policy during an update; "
+            "with webshop.max_staleness=0 those rollouts would all be discarded. Set it >= 1 "
+            "or use webshop.mode=colocated."
+        )
+
+
+ASYNC_OVERRIDES = (
+    "webshop.mode=async",
+    "webshop.max_staleness=1",
+    "actor_rollout_ref.rollout.nnodes=1",
+    "actor_rollout_ref.rollout.n_gpus_per_node=1",
+    "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
+    "actor_rollout_ref.rollout.free_cache_engine=false",
+)
+"""Overrides that turn a colocated config into the separate-GPU async one (1 + 1 GPUs)."""

@@ -1,0 +1,209 @@
+"""verl's classic ``RayPPOTrainer`` with its generation step replaced by Celery rollouts.
+
+Why the classic trainer and not a v1 one: ``RayPPOTrainer`` hands ``DataProto`` batches
+between plain methods (``_compute_old_log_prob``, ``_compute_ref_log_prob``,
+``compute_advantage``, ``_update_actor``) and a ``CheckpointEngineManager`` that
+sleeps/wakes vLLM and syncs weights. We keep all of them and only write the loop that
+calls them (``fit``): one ``DataProto`` built from Postgres replaces one call to
+``async_rollout_manager.generate_sequences``. The v1 trainers (``PPOTrainerSync``,
+``PPOTrainerSeparateAsync``) move batches through TransferQueue as ``KVBatchMeta`` and
+sample from their own ``ReplayBuffer`` fed by verl's agent loop; feeding them our rollouts
+would mean writing a TransferQueue producer and a replay-buffer replacement, i.e. patching
+more of verl. The cost: ``RayPPOTrainer`` is deprecated in 0.9; the methods we call are
+the ones ``main_ppo_v0`` still uses, and the contract tests pin the batch layout.
+
+Modes (``webshop.mode``):
+
+colocated
+    vLLM replicas share the training GPUs. Per step: publish ``serving`` -> rollouts run
+    -> publish ``paused`` -> sleep replicas -> update -> wake + sync weights -> publish
+    ``serving`` with version + 1. Workers wait while paused, so no call sees half-synced
+    weights.
+async
+    Standalone vLLM replicas on their own GPUs keep serving version v while the trainer
+    updates; only the weight sync itself is ``paused``. Rollouts that straddle an update
+    carry mixed versions and ``webshop.max_staleness`` bounds how old a trained group may be.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset
+from verl import DataProto
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
+from verl.trainer.ppo.reward import extract_reward
+from verl.utils.config import omega_conf_to_dataclass
+
+from trainer.backends.verl.dataproto import build_dataproto
+from trainer.backends.verl.feed import RolloutFeed
+from trainer.samples import build_samples
+from workers.endpoint import EndpointStatus, PolicyEndpoint
+
+logger = logging.getLogger(__name__)
+
+Publish = Callable[[PolicyEndpoint], None]
+
+
+class GoalSlots(Dataset):
+    """A placeholder dataset: ``RayPPOTrainer`` builds dataloaders in ``__init__``, but our
+    prompts are goals drawn by the feed, so the loaders are never iterated."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"index": index}
+
+
+class WebShopPPOTrainer(RayPPOTrainer):
+    """``RayPPOTrainer`` whose rollouts come from a :class:`RolloutFeed`."""
+
+    def __init__(self, *args: Any, feed: RolloutFeed, publish: Publish, **kwargs: Any) -> None:
+        size = int(kwargs["config"].data.train_batch_size)
+        kwargs.setdefault("train_dataset", GoalSlots(size))
+        kwargs.setdefault("val_dataset", GoalSlots(1))
+        kwargs.setdefault("collate_fn", lambda items: items)
+        super().__init__(*args, **kwargs)
+        self.feed = feed
+        self.publish = publish
+        self.shop = self.config.webshop
+        self.version = 0
+
+    # --- serving -------------------------------------------------------------------------
+    def init_workers(self) -> None:
+        """verl's workers; in async mode also standalone vLLM replicas on their own GPUs."""
+        super().init_workers()
+        self.serving_manager = self.llm_server_manager
+        self.serving_checkpoints = self.checkpoint_manager
+        if self.shop.mode == "async":
+            from verl.checkpoint_engine import CheckpointEngineManager
+            from verl.workers.rollout.llm_server import LLMServerManager
+
+            self.serving_manager = LLMServerManager.create(
+                config=self.config, start_rank=len(self.llm_server_manager.rollout_replicas)
+            )
+            engine = omega_conf_to_dataclass(
+                self.config.actor_rollout_ref.rollout.checkpoint_engine
+            )
+            self.serving_checkpoints = CheckpointEngineManager(
+                config=engine,
+                actor_wg=self.actor_rollout_wg,
+                replicas=self.serving_manager.get_replicas(),
+            )
+
+    def _endpoint(self, status: EndpointStatus) -> PolicyEndpoint:
+        address = self.serving_manager.server_addresses[0]
+        return PolicyEndpoint(
+            base_url=f"http://{address}/v1",
+            model=str(self.shop.served_model_name),
+            version=self.version,
+            status=status,
+        )
+
+    def _sync_weights(self) -> None:
+        """Push the actor's weights into the serving replicas, announced as ``paused``."""
+        self.publish(self._endpoint(EndpointStatus.PAUSED))
+        self.serving_checkpoints.update_weights(self.global_steps)
+        self.publish(self._endpoint(EndpointStatus.SERVING))
+
+    # --- one step ------------------------------------------------------------------------
+    def _collect(self) -> tuple[DataProto, list[str], dict[str, float]]:
+        """Waits for enough complete groups and builds the batch (the replaced generation)."""
+        groups = int(self.config.data.train_batch_size)
+        n = int(self.config.actor_rollout_ref.rollout.n)
+        self.feed.request_groups(groups, n, str(self.shop.goal_split))
+        while True:
+            ready = self.feed.ready(
+                self.version,
+                int(self.shop.max_staleness),
+                groups,
+                int(self.shop.min_group_rollouts),
+            )
+            if len({r.group_id for r in ready.rollouts}) >= groups:
+                break
+            time.sleep(float(self.shop.poll_interval_s))
+        rewards = {r.rollout_id: r.reward for r in ready.rollouts}
+        max_tokens = int(self.config.data.max_prompt_length + self.config.data.max_response_length)
+        samples, stats = build_samples(
+            ready.rollouts, rewards, str(self.shop.sample_mode), max_tokens
+        )
+        rollout = self.config.actor_rollout_ref.rollout
+        batch = build_dataproto(
+            samples,
+            rewards,
+            self.tokenizer.pad_token_id,
+            rollout.prompt_length,
+            rollout.response_length,
+        )
+        return batch, sorted(rewards), {**ready.metrics, **stats.as_metrics()}
+
+    def _train_on(self, batch: DataProto, metrics: dict[str, float]) -> None:
+        """verl's own old-logprob, reference, advantage and actor update on ``batch``."""
+        batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
+        batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
+        batch.meta_info["images_seqlens"] = []
+        if self.config.trainer.balance_batch:
+            self._balance_batch(batch, metrics=metrics)
+        old_log_prob, _ = self._compute_old_log_prob(batch)
+        old_log_prob.batch.pop("entropys", None)
+        batch = batch.union(old_log_prob)
+        if self.use_reference_policy:
+            batch = batch.union(self._compute_ref_log_prob(batch))
+        reward_tensor, _ = extract_reward(batch)
+        batch.batch["token_level_scores"] = reward_tensor
+        batch.batch["token_level_rewards"] = reward_tensor
+        algo = self.config.algorithm
+        batch = compute_advantage(
+            batch,
+            adv_estimator=algo.adv_estimator,
+            gamma=algo.gamma,
+            lam=algo.lam,
+            num_repeat=self.config.actor_rollout_ref.rollout.n,
+            norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
+            config=algo,
+        )
+        output = self._update_actor(batch)
+        for key, values in output.meta_info["metrics"].items():
+            metrics[key] = float(np.mean(values))
+        metrics["critic/score/mean"] = float(reward_tensor.sum(-1).mean())
+
+    def fit(self) -> None:
+        """Runs ``trainer.total_training_steps`` updates, publishing each new version."""
+        self.global_steps = 0
+        self._load_checkpoint()
+        self.version = self.global_steps
+        self.serving_checkpoints.update_weights(self.global_steps)
+        self.publish(self._endpoint(EndpointStatus.SERVING))
+        while self.global_steps < self.total_training_steps:
+            self.global_steps += 1
+            started = time.perf_counter()
+            batch, rollout_ids, metrics = self._collect()
+            if self.shop.mode == "colocated":
+                self.publish(self._endpoint(EndpointStatus.PAUSED))
+                self.checkpoint_manager.sleep_replicas()
+            self._train_on(batch, metrics)
+            if (
+                self.config.trainer.save_freq > 0
+                and self.global_steps % self.config.trainer.save_freq == 0
+            ):
+                self._save_checkpoint()
+            self.version += 1
+            self._sync_weights()
+            metrics["perf/step_s"] = time.perf_counter() - started
+            self.feed.record_step(self.global_steps, self.version, rollout_ids, metrics)
+            logger.info(
+                "step %d -> policy v%d %s", self.global_steps, self.version, _short(metrics)
+            )
+
+
+def _short(metrics: dict[str, float], keys: Sequence[str] = ("critic/score/mean",)) -> str:
+    return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)
+

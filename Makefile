@@ -41,3 +41,44 @@ services-stop: setup  ## stop the embedded services
 
 dev: services  ## the whole stack on this machine (foreground; Ctrl-C stops it)
 	$(WSRL) dev
+
+# --- training, evaluation and the Docker Compose stack -----------------------------------
+COMPOSE ?= docker compose
+BACKEND ?= local
+CONFIG ?= fast
+LIMIT ?= 100
+PROFILES := --profile dev --profile gpu
+
+.PHONY: train eval dev-docker scale logs status stop clean
+
+train: setup  ## train: BACKEND=local (CPU, tiny policy) or BACKEND=verl CONFIG=fast|qwen|qwen3b
+	$(WSRL) train --backend $(BACKEND) $(if $(filter verl,$(BACKEND)),--config $(CONFIG))
+
+eval: setup  ## evaluate the published policy on LIMIT test goals (default 100)
+	$(WSRL) eval --split test --limit $(LIMIT)
+
+.env:
+	cp .env.example .env
+
+dev-docker: .env  ## Docker Compose stack with the CPU trainer (profile dev), detached
+	$(COMPOSE) --profile dev up -d --build
+
+scale:  ## run N rollout worker containers: make scale N=4
+	@test -n "$(N)" || { echo "usage: make scale N=<workers>"; exit 2; }
+	$(COMPOSE) up -d --no-deps --scale worker=$(N) worker
+
+logs:  ## follow the logs of every compose service (make logs-<service> for one)
+	$(COMPOSE) $(PROFILES) logs -f --tail=100
+
+logs-%:
+	$(COMPOSE) $(PROFILES) logs -f --tail=100 $*
+
+status:  ## compose services, then queue/rollout/policy status from inside the stack
+	$(COMPOSE) $(PROFILES) ps
+	$(COMPOSE) exec -T api wsrl status
+
+stop:  ## stop the compose stack (data volumes kept)
+	$(COMPOSE) $(PROFILES) stop
+
+clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
+	$(COMPOSE) $(PROFILES) down -v --remove-orphans

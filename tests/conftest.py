@@ -270,3 +270,20 @@ def db_session(db_engine: Engine) -> Iterator[Session]:
         session.close()
         transaction.rollback()
         connection.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` are skipped on machines without CUDA (CI, laptops)."""
+    import importlib.util
+
+    has_cuda = False
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -47,6 +47,9 @@ class Selection:
     over_limit: int = 0
     staleness_histogram: dict[int, int] = field(default_factory=dict)
     """Versions behind the current policy -> number of selected groups."""
+    discarded: list[GroupSummary] = field(default_factory=list)
+    """Complete groups that can never be trained: stale (versions only go up, so a stale
+    group stays stale) or with too few succeeded rollouts. The loop retires them."""
 
     def as_metrics(self) -> dict[str, float]:
         metrics = {
@@ -88,8 +91,10 @@ def select_groups(
             result.incomplete += 1
         elif group.succeeded < min_succeeded:
             result.too_few_succeeded += 1
+            result.discarded.append(group)
         elif not is_fresh(group, current_version, max_staleness):
             result.stale += 1
+            result.discarded.append(group)
         elif len(result.selected) >= limit:
             result.over_limit += 1
         else:

@@ -20,7 +20,7 @@ import torch
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
 from trainer.samples import Sample
-from trainer.tensors import collate, token_logprobs
+from trainer.tensors import TrainBatch, collate
 from trainer.tiny_policy import TinySize, build_model, count_parameters, train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,18 @@ def _batches(samples: list[Sample], size: int, rng: random.Random) -> list[list[
     return batches
 
 
+def action_nll(model: Any, batch: TrainBatch) -> torch.Tensor:
+    """Mean negative log-likelihood of the masked tokens. The vocabulary projection runs
+    on those positions only: prompts are long, actions short, so this is most of the saving."""
+    hidden = model.model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask
+    ).last_hidden_state  # (B, T, H)
+    chosen = batch.loss_mask.bool()  # (B, T-1): position t predicts token t+1
+    logits = model.lm_head(hidden[:, :-1][chosen])  # (N, V)
+    targets = batch.input_ids[:, 1:][chosen]  # (N,)
+    return torch.nn.functional.cross_entropy(logits.float(), targets)
+
+
 def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_id: int) -> float:
     """Trains ``model`` on the masked tokens of ``samples``; returns the last epoch's loss."""
     rng = random.Random(config.seed)
@@ -82,10 +94,7 @@ def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_i
     for _ in range(config.epochs):
         losses = []
         for chunk in _batches(samples, config.batch_size, rng):
-            batch = collate(chunk, pad_id)
-            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            logp = token_logprobs(logits, batch.input_ids)  # (B, T-1)
-            loss = -(logp * batch.loss_mask).sum() / batch.loss_mask.sum()
+            loss = action_nll(model, collate(chunk, pad_id))
             for group in optimizer.param_groups:
                 group["lr"] = _lr(step, total, config.lr)
             loss.backward()
@@ -94,6 +103,7 @@ def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_i
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
             step += 1
+        logger.info("epoch loss %.4f (%d steps)", sum(losses) / max(len(losses), 1), step)
     model.eval()
     return sum(losses) / max(len(losses), 1)
 

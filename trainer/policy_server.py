@@ -79,7 +79,10 @@ class PolicyServer:
         self._queue: asyncio.Queue[_Pending] | None = None
 
     def swap(self, model: PreTrainedModel, version: int) -> None:
-        """Serve ``model`` as ``version`` from the next batch on (waits for the current one)."""
+        """Serve ``model`` as ``version`` from the next batch on (waits for the current one).
+
+        The server keeps using ``model``: pass a copy that training does not mutate.
+        """
         with self._lock:
             self.model, self.version = model.eval(), version
         logger.info("policy server now serves version %d", version)
@@ -124,10 +127,12 @@ class PolicyServer:
             except Exception as exc:  # every waiting request learns why
                 logger.exception("generation failed")
                 for p in batch:
-                    p.future.set_exception(exc)
+                    if not p.future.done():  # a cancelled request needs no answer
+                        p.future.set_exception(exc)
                 continue
             for p in batch:
-                p.future.set_result((outs[: len(p.requests)], version))
+                if not p.future.done():
+                    p.future.set_result((outs[: len(p.requests)], version))
                 outs = outs[len(p.requests) :]
 
     async def submit(

@@ -58,6 +58,12 @@ def time_limits(settings: Settings) -> TimeLimits:
     return TimeLimits(episode_s=episode, soft_s=episode, hard_s=hard, visibility_s=visibility)
 
 
+def restore_interval_s(visibility_s: float) -> float:
+    """Seconds between scans for expired unacknowledged messages: a quarter of the
+    visibility timeout, between 1 and 10 s."""
+    return max(1.0, min(10.0, visibility_s / 4))
+
+
 def queue_for_mode(mode: str) -> str:
     """Train rollouts go to ``rollouts``, eval rollouts to ``eval`` (separate worker pools)."""
     return QUEUE_EVAL if str(mode) == "eval" else QUEUE_ROLLOUTS
@@ -87,6 +93,11 @@ def create_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_transport_options={
             "visibility_timeout": limits.visibility_s,
+            # kombu scans for expired unacknowledged messages every interval x throttle
+            # seconds (100 s by default); scan every few seconds instead, so a dead
+            # worker's jobs come back about visibility_timeout after it died.
+            "unacked_restore_interval": restore_interval_s(limits.visibility_s),
+            "unacked_restore_throttle": 1,
             # Pub/sub of events is scoped to the Redis db, so two deployments (or test
             # runs) on one Redis server do not see each other's workers.
             "fanout_prefix": True,

@@ -151,8 +151,8 @@ class PolicyEndpointOut(BaseModel):
     model: str | None
     version: int | None
     status: str
-    source: Literal["redis", "settings", "none"] = Field(
-        description="Where it came from: published in Redis, the settings' fallback, or none."
+    source: Literal["redis", "settings"] = Field(
+        description="Where it came from: published in Redis, or the settings' fallback."
     )
 
 

@@ -10,7 +10,6 @@ The episode ends only on ``click[buy now]``; after that every action is invalid.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,7 +17,7 @@ from app.webshop import pages
 from app.webshop.goals import Goal
 from app.webshop.loader import Product
 from app.webshop.nouns import NounFn
-from app.webshop.pages import SUB_PAGES, Page
+from app.webshop.pages import Page
 from app.webshop.reward import compute_reward
 
 if TYPE_CHECKING:
@@ -138,6 +137,7 @@ class Session:
 
     # --- transitions -------------------------------------------------------------------
     def step(self, action: str) -> StepResult:
+        """Applies one action; an invalid one changes nothing but is still recorded."""
         self.history.append(action)
         error = self._apply(action)
         if error is not None:
@@ -162,9 +162,10 @@ class Session:
         """Changes the state for a valid action; returns why an action is invalid."""
         if self.done:
             return "the episode is over (already bought)"
-        parsed = parse_action(action)
+        parsed = parse_action(action) if isinstance(action, str) else None
         if parsed is None:
-            return f"not an action: {action[:80]!r}; use search[<keywords>] or click[<element>]"
+            shown = str(action)[:80]
+            return f"not an action: {shown!r}; use search[<keywords>] or click[<element>]"
         verb, arg = parsed
         if verb == "search":
             if not arg:
@@ -235,9 +236,3 @@ class Session:
         self._purchased = product
         self.done = True
         self.page = Page.DONE
-
-    def chosen_options(self) -> Mapping[str, str]:
-        return dict(self.chosen)
-
-
-__all__ = ["SUB_PAGES", "Session", "StepResult", "parse_action"]

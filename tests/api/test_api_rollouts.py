@@ -200,3 +200,13 @@ def test_get_unknown_rollout_404(client: TestClient) -> None:
 
 def test_get_malformed_rollout_id_422(client: TestClient) -> None:
     assert client.get("/v1/rollouts/12345").status_code == 422
+
+
+def test_post_unknown_sampling_key_422(client: TestClient, rows: Rows) -> None:
+    response = client.post(
+        "/v1/rollouts",
+        json={"goal_ids": [rows.goal()], "sampling": {"temperature": 0.7, "beam": 4}},
+        headers=AUTH,
+    )
+    assert response.status_code == 422
+    assert "unknown sampling keys ['beam']" in response.json()["detail"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,6 +67,7 @@ def _load_example() -> ModuleType:
     spec = importlib.util.spec_from_file_location("example_external_agent", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the models' annotations through it
     spec.loader.exec_module(module)
     return module
 
@@ -128,9 +130,8 @@ class Pipeline:
         deadline = time.monotonic() + timeout_s
         while True:
             with session_scope(self.sessions) as session:
-                rows = dict(
-                    session.execute(select(Rollout.id, Rollout.status).where(Rollout.id.in_(ids)))
-                )
+                query = select(Rollout.id, Rollout.status).where(Rollout.id.in_(ids))
+                rows = dict(session.execute(query).all())
             if all(str(s) in finals for s in rows.values()):
                 return {k: str(v) for k, v in rows.items()}
             if time.monotonic() > deadline:

@@ -9,8 +9,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
-from trainer.bootstrap import BootstrapConfig, cached_manifest, bootstrap
+from trainer.bootstrap import BootstrapConfig, action_nll, bootstrap, cached_manifest
 from trainer.inprocess_eval import evaluate
+from trainer.samples import Sample
+from trainer.tensors import collate, token_logprobs
 from trainer.tiny_policy import TinySize
 from workers.agent import parse_action
 
@@ -82,3 +84,19 @@ def test_inprocess_evaluation_plays_episodes(env: WebShopEnv, tmp_path: Path) ->
     assert len(result.rewards) == 3
     assert 3 <= result.steps <= 6
     assert 0.0 <= result.success_rate <= 1.0
+
+
+def test_action_nll_equals_masked_mean_of_token_logprobs(tiny_checkpoint) -> None:
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_checkpoint))
+    samples = [
+        Sample("a", "g", [1, 5, 6, 7, 8], [0, 0, 0, 1, 1], [0.0] * 5, 1.0, 0),
+        Sample("b", "g", [1, 9, 10], [0, 0, 1], [0.0] * 3, 1.0, 0),
+    ]
+    batch = collate(samples, pad_id=0)
+    with torch.no_grad():
+        lp = token_logprobs(
+            model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits,
+            batch.input_ids,
+        )
+        expected = -(lp * batch.loss_mask).sum() / batch.loss_mask.sum()
+        assert torch.allclose(action_nll(model, batch), expected, atol=1e-5)

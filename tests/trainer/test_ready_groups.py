@@ -2,12 +2,12 @@
 
 import uuid
 
+from helpers.factories import make_goal, make_rollout
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, LlmCall, Rollout
-from tests.helpers.factories import make_goal, make_rollout
 from trainer.ready_groups import load_ready_groups, record_train_step
 
 S, R, F = RolloutStatus.SUCCEEDED, RolloutStatus.RUNNING, RolloutStatus.FAILED

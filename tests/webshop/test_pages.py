@@ -150,3 +150,8 @@ def test_html_mode_renders_buttons(fixture_env: WebShopEnv, tea) -> None:
     page = s.observation("html")
     assert page.startswith("<!DOCTYPE html>")
     assert '<button value="Search">Search</button>' in page
+
+
+def test_unknown_observation_mode_rejected(fixture_env: WebShopEnv, tea) -> None:
+    with pytest.raises(ValueError, match="Unknown observation mode"):
+        tea().observation("markdown")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, HTTPException, status
 from redis.exceptions import RedisError
 from sqlalchemy import select
@@ -63,7 +65,7 @@ def list_policy_versions(session: SessionDep) -> list[PolicyVersionOut]:
     return [PolicyVersionOut.model_validate(row) for row in rows]
 
 
-def _out(endpoint: PolicyEndpoint, source: str) -> PolicyEndpointOut:
+def _out(endpoint: PolicyEndpoint, source: Literal["redis", "settings"]) -> PolicyEndpointOut:
     return PolicyEndpointOut(
         base_url=endpoint.base_url,
         model=endpoint.model,

@@ -56,8 +56,8 @@ def _pick_attempt(session: Session, rollout_id: uuid.UUID, number: int | None) -
 
 def _llm_calls(session: Session, attempt_id: int, *, with_tokens: bool) -> list[LlmCallOut]:
     # Packed int32 bytea: four bytes per token.
-    prompt_len = func.length(LlmCall.prompt_token_ids) / 4
-    response_len = func.length(LlmCall.response_token_ids) / 4
+    prompt_len = func.length(LlmCall.prompt_token_ids) // 4
+    response_len = func.length(LlmCall.response_token_ids) // 4
     query = (
         select(LlmCall, prompt_len, response_len)
         .where(LlmCall.attempt_id == attempt_id)

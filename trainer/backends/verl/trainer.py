@@ -40,7 +40,7 @@ from verl.trainer.ppo.reward import extract_reward
 from verl.utils.config import omega_conf_to_dataclass
 
 from trainer.backends.verl.dataproto import build_dataproto
-from trainer.backends.verl.feed import RolloutFeed
+from trainer.backends.verl.feed import ReadyBatch, RolloutFeed
 from trainer.samples import build_samples
 from workers.endpoint import EndpointStatus, PolicyEndpoint
 
@@ -119,17 +119,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         """Waits for enough complete groups and builds the batch (the replaced generation)."""
         groups = int(self.config.data.train_batch_size)
         n = int(self.config.actor_rollout_ref.rollout.n)
-        self.feed.request_groups(groups, n, str(self.shop.goal_split))
-        while True:
-            ready = self.feed.ready(
-                self.version,
-                int(self.shop.max_staleness),
-                groups,
-                int(self.shop.min_group_rollouts),
-            )
-            if len({r.group_id for r in ready.rollouts}) >= groups:
-                break
-            time.sleep(float(self.shop.poll_interval_s))
+        ready = self._wait_for_groups(groups, n)
         rewards = {r.rollout_id: r.reward for r in ready.rollouts}
         max_tokens = int(self.config.data.max_prompt_length + self.config.data.max_response_length)
         samples, stats = build_samples(
@@ -144,6 +134,26 @@ class WebShopPPOTrainer(RayPPOTrainer):
             rollout.response_length,
         )
         return batch, sorted(rewards), {**ready.metrics, **stats.as_metrics()}
+
+    def _wait_for_groups(self, groups: int, group_size: int) -> ReadyBatch:
+        """Polls the feed until ``groups`` groups are ready, or fewer once nothing is still
+        running (groups discarded as stale or failed are replaced by new requests)."""
+        split = str(self.shop.goal_split)
+        self.feed.request_groups(groups, group_size, split)
+        while True:
+            ready = self.feed.ready(
+                self.version,
+                int(self.shop.max_staleness),
+                groups,
+                int(self.shop.min_group_rollouts),
+            )
+            have = len({r.group_id for r in ready.rollouts})
+            running = ready.metrics.get("batch/incomplete", 0.0) > 0
+            if have >= groups or (have > 0 and not running):
+                return ready
+            if not running:
+                self.feed.request_groups(groups - have, group_size, split)
+            time.sleep(float(self.shop.poll_interval_s))
 
     def _train_on(self, batch: DataProto, metrics: dict[str, float]) -> None:
         """verl's own old-logprob, reference, advantage and actor update on ``batch``."""
@@ -206,4 +216,3 @@ class WebShopPPOTrainer(RayPPOTrainer):
 
 def _short(metrics: dict[str, float], keys: Sequence[str] = ("critic/score/mean",)) -> str:
     return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)
-

@@ -1,0 +1,84 @@
+"""``wsrl export goals|trajectories``: datasets for training frameworks, streamed from Postgres."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+
+from app.exports.writers import ExportFormat
+
+export_cli = typer.Typer(help="Export goals (verl dataset) or trajectories (JSONL / Parquet).")
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+OutOption = Annotated[Path, typer.Option("--out", "-o", help="File to write (parents created).")]
+SplitOption = Annotated[str | None, typer.Option(help="Only goals of this split.")]
+
+
+def _fail(exc: BaseException | str) -> typer.Exit:
+    err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
+    return typer.Exit(1)
+
+
+@export_cli.command("goals")
+def goals(
+    out: OutOption,
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = ExportFormat.PARQUET,
+    split: SplitOption = None,
+) -> None:
+    """The goal set as a verl-style RL dataset (prompt, reward_model, extra_info)."""
+    from app.config import ServicesNotRunningError, get_settings
+    from app.db.session import make_engine
+    from app.exports.goals import export_goals
+    from app.exports.writers import ExportDependencyError
+
+    try:
+        engine = make_engine(get_settings(), json_deserializer=orjson.loads)
+        try:
+            written = export_goals(engine, out, fmt, split=split)
+        finally:
+            engine.dispose()
+    except (ServicesNotRunningError, ExportDependencyError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"wrote {written} goals to {out}")
+
+
+@export_cli.command("trajectories")
+def trajectories(
+    out: OutOption,
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = ExportFormat.JSONL,
+    min_reward: Annotated[
+        float | None, typer.Option(help="Only trajectories with reward >= this.")
+    ] = None,
+    policy_version: Annotated[
+        int | None, typer.Option(help="Only trajectories with a call served by this version.")
+    ] = None,
+    split: SplitOption = None,
+    tokens: Annotated[
+        bool, typer.Option("--tokens", help="Include token ids and logprobs of every call.")
+    ] = False,
+) -> None:
+    """Succeeded rollouts (their succeeded attempt only): transcript, actions, reward."""
+    from app.config import ServicesNotRunningError, get_settings
+    from app.db.session import make_engine
+    from app.exports.trajectories import TrajectoryFilter, export_trajectories
+    from app.exports.writers import ExportDependencyError
+
+    filters = TrajectoryFilter(min_reward=min_reward, policy_version=policy_version, split=split)
+    try:
+        engine = make_engine(get_settings(), json_deserializer=orjson.loads)
+        try:
+            written = export_trajectories(engine, out, fmt, filters, tokens=tokens)
+        finally:
+            engine.dispose()
+    except (ServicesNotRunningError, ExportDependencyError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"wrote {written} trajectories to {out}")
+
+
+def register(cli: typer.Typer) -> None:
+    cli.add_typer(export_cli, name="export")

@@ -1,0 +1,206 @@
+"""``wsrl train``: the trainer, with the local backend (CPU or one GPU, in this process) or
+verl (GPUs; ``--config`` names one of ``trainer/backends/verl/configs``).
+
+The local trainer keeps ``batch_groups x (1 + max_staleness)`` GRPO groups queued, trains
+on complete groups within the staleness bound, serves its weights on an in-process OpenAI-compatible
+policy server and republishes the endpoint in Redis after every update. Stopping it
+(Ctrl-C / SIGTERM) ends the run after the current step; running it again resumes from
+the last committed checkpoint under ``<data_dir>/trainer/checkpoints``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+TINY = "tiny"
+
+
+def _fail(message: object) -> typer.Exit:
+    err_console.print(f"[red]Error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def tiny_policy_path(data_dir: Path, seed: int = 0) -> Path:
+    """Where ``wsrl policy bootstrap`` (default options) writes the tiny policy."""
+    return data_dir / "policy" / f"tiny-{seed}"
+
+
+def ensure_tiny_policy(data_dir: Path) -> Path:
+    """Run ``wsrl policy bootstrap`` (a no-op when its checkpoint is cached)."""
+    target = tiny_policy_path(data_dir)
+    command = [sys.executable, "-m", "app.cli", "policy", "bootstrap", "--out", str(target)]
+    if subprocess.run(command, check=False).returncode != 0:
+        raise _fail("`wsrl policy bootstrap` failed; see its output above")
+    return target
+
+
+def train(
+    backend: Annotated[str, typer.Option(help="local (this process) or verl (GPUs).")] = "local",
+    model: Annotated[
+        str, typer.Option(help="Checkpoint folder to start from, or 'tiny' (bootstrapped).")
+    ] = TINY,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps to train in this run (default: forever).")
+    ] = None,
+    preset: Annotated[str, typer.Option(help="grpo, dr_grpo, rloo or gspo.")] = "grpo",
+    group_size: Annotated[int, typer.Option(min=1, help="Rollouts per GRPO group.")] = 4,
+    batch_groups: Annotated[int, typer.Option(min=1, help="Groups per update.")] = 4,
+    max_staleness: Annotated[int, typer.Option(min=0, help="Versions a group may lag.")] = 1,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
+    sample_mode: Annotated[str, typer.Option(help="trajectory or transition.")] = "trajectory",
+    seed: Annotated[int, typer.Option(help="Seed of torch, batches and goal draws.")] = 0,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Max new tokens per LLM call.")] = 48,
+    split: Annotated[str, typer.Option(help="Goal split the rollouts are drawn from.")] = "train",
+    enqueue: Annotated[
+        bool, typer.Option(help="Enqueue rollouts (off: train on what others enqueue).")
+    ] = True,
+    policy_port: Annotated[int, typer.Option(help="Port of the policy server (0 = any).")] = 0,
+    poll: Annotated[float, typer.Option(help="Seconds between looks at Postgres.")] = 1.0,
+    checkpoint_dir: Annotated[
+        Path | None, typer.Option(help="Default: <data_dir>/trainer/checkpoints.")
+    ] = None,
+    config: Annotated[
+        str, typer.Option("--config", help="verl only: config name (fast, qwen, qwen3b).")
+    ] = "fast",
+    override: Annotated[
+        list[str] | None, typer.Option(help="verl only: KEY=VALUE config override (repeat).")
+    ] = None,
+) -> None:
+    """Train the policy with GRPO-style updates on rollouts from the Celery workers."""
+    from app.config import ServicesNotRunningError, get_settings
+
+    if backend == "verl":
+        _run_verl(config, override or [])
+        return
+    if backend != "local":
+        raise _fail(f"unknown backend {backend!r}: use local or verl")
+    settings = get_settings()
+    try:
+        settings.resolved_database_url()
+        settings.resolved_redis_url()
+    except ServicesNotRunningError as exc:
+        raise _fail(exc) from exc
+    model_path = ensure_tiny_policy(settings.data_dir) if model == TINY else Path(model)
+    if not (model_path / "config.json").is_file():
+        raise _fail(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
+    _run(
+        settings,
+        model_path,
+        steps=steps,
+        config_args={
+            "group_size": group_size,
+            "batch_groups": batch_groups,
+            "max_staleness": max_staleness,
+            "lr": lr,
+            "sample_mode": sample_mode,
+            "seed": seed,
+            "device": device,
+        },
+        preset=preset,
+        sampling={"temperature": temperature, "max_tokens": max_tokens},
+        split=split,
+        enqueue=enqueue,
+        policy_port=policy_port,
+        poll=poll,
+        checkpoint_dir=checkpoint_dir,
+    )
+
+
+def _run_verl(config_name: str, overrides: list[str]) -> None:
+    from trainer.backends.verl.entry import train as train_verl
+
+    try:
+        train_verl(config_name, overrides)
+    except (ValueError, RuntimeError) as exc:
+        raise _fail(exc) from exc
+
+
+def _sync_goals(settings, split: str) -> None:
+    """Load the env server's goals into Postgres when the split has none yet."""
+    from sqlalchemy import select
+
+    from app.db.models import Goal
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+    from workers.enqueue import sync_goals
+    from workers.env_client import EnvClient, EnvError
+
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            if session.scalar(select(Goal.id).where(Goal.split == split).limit(1)) is not None:
+                return
+            with EnvClient.from_settings(settings) as env:
+                added = sync_goals(session, env)
+            console.print(f"loaded {added} goals from {settings.env_url}")
+    except EnvError as exc:
+        raise _fail(f"{exc} (start it with `wsrl env serve`, or use --no-enqueue)") from exc
+    finally:
+        engine.dispose()
+
+
+def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> None:
+    from trainer.config import TrainerConfig
+    from trainer.local_run import default_checkpoint_dir, start_local_trainer
+    from trainer.loop import LoopOptions
+
+    try:
+        config = TrainerConfig.preset(preset, **config_args)
+    except ValueError as exc:
+        raise _fail(exc) from exc
+    if kw["enqueue"]:
+        _sync_goals(settings, kw["split"])
+    options = LoopOptions(
+        checkpoint_dir=kw["checkpoint_dir"] or default_checkpoint_dir(settings), poll_s=kw["poll"]
+    )
+    trainer = start_local_trainer(
+        settings,
+        config,
+        model_path,
+        options,
+        enqueue=kw["enqueue"],
+        sampling=kw["sampling"],
+        split=kw["split"],
+        policy_port=kw["policy_port"],
+    )
+    loop = trainer.loop
+    source = trainer.resumed_from or model_path
+    console.print(
+        f"trainer: policy v{loop.version} from {source} served at {trainer.base_url}; "
+        f"next step {loop.step + 1}",
+        highlight=False,
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        loop.run(steps, stop, on_step=_print_step)
+    finally:
+        trainer.close()
+
+
+def _print_step(result) -> None:
+    m = result.metrics
+    console.print(
+        f"step {result.step} v{result.version} reward {m['reward/mean']:.3f} "
+        f"success {m['reward/success']:.1%} rollouts {result.rollouts} "
+        f"loss {m.get('losses/total', float('nan')):.4f} step {m['time/step_s']:.1f}s "
+        f"(wait {m['time/wait_s']:.1f}s)",
+        highlight=False,
+    )
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("train")(train)

@@ -1,0 +1,96 @@
+"""Record writers: JSON lines or Parquet row groups, one batch of dicts at a time.
+
+Parquet needs one type per column, so values whose shape varies from row to row (reward
+parts, goal options) are written as JSON text there; JSON lines keep them as objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class ExportFormat(StrEnum):
+    JSONL = "jsonl"
+    PARQUET = "parquet"
+
+
+class ExportDependencyError(RuntimeError):
+    """Parquet was asked for but pyarrow is not installed."""
+
+
+class RecordWriter(Protocol):
+    def write(self, records: list[dict[str, Any]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlWriter:
+    """One JSON object per line (orjson: UUIDs and datetimes become strings)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("wb")
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        self._file.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ParquetWriter:
+    """Each ``write`` is one row group of ``schema``; ``json_columns`` become JSON text."""
+
+    def __init__(self, path: Path, schema: pa.Schema, json_columns: Iterable[str] = ()) -> None:
+        import pyarrow.parquet as pq
+
+        self._schema = schema
+        self._json_columns = tuple(json_columns)
+        self._writer = pq.ParquetWriter(path, schema, compression="zstd")
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        import pyarrow as pa
+
+        if not records:
+            return
+        for record in records:
+            for column in self._json_columns:
+                value = record.get(column)
+                record[column] = None if value is None else json.dumps(value, sort_keys=True)
+        self._writer.write_table(pa.Table.from_pylist(records, schema=self._schema))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def require_pyarrow() -> None:
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:
+        raise ExportDependencyError(
+            "Parquet export needs pyarrow: pip install 'webshop-rl[export]' (or use --format jsonl)"
+        ) from exc
+
+
+def open_writer(
+    path: Path,
+    fmt: ExportFormat,
+    schema_factory: Any,
+    json_columns: Iterable[str] = (),
+) -> RecordWriter:
+    """A writer for ``fmt``; ``schema_factory()`` builds the Parquet schema (pyarrow is only
+    imported for Parquet). The parent folder is created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt is ExportFormat.JSONL:
+        return JsonlWriter(path)
+    require_pyarrow()
+    return ParquetWriter(path, schema_factory(), json_columns)

@@ -1,0 +1,126 @@
+"""Child processes of ``wsrl dev``: started in their own process groups, stopped together.
+
+Each child runs in a new session (its own process group), so the terminal's Ctrl-C
+reaches only the parent, which then stops the children in reverse start order: SIGTERM
+to the whole group, SIGKILL to the group after a grace period. On Linux each child also
+asks the kernel for SIGTERM when the parent dies (``PR_SET_PDEATHSIG``), so even a
+``kill -9`` of the parent leaves no orphan servers behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM when the parent exits (Linux only)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ChildFailed(RuntimeError):
+    """A child exited while it should run, or never became ready."""
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log_path.exists():
+            return "(no output)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Supervisor:
+    """Starts children with their output in ``log_dir/<name>.log``; :meth:`stop_all` ends them."""
+
+    log_dir: Path
+    env: Mapping[str, str] | None = None
+    children: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, args: Sequence[str], *, pipe_output: bool = False) -> Child:
+        """Start ``args``; with ``pipe_output`` its stdout is a pipe the caller reads."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        log = log_path.open("ab")
+        try:
+            proc = subprocess.Popen(
+                list(args),
+                env=dict(self.env) if self.env is not None else None,
+                stdout=subprocess.PIPE if pipe_output else log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            log.close()
+        child = Child(name, proc, log_path)
+        self.children.append(child)
+        logger.info("started %s (pid %d), log %s", name, proc.pid, log_path)
+        return child
+
+    def wait_ready(
+        self, child: Child, ready: Callable[[Child], bool], timeout_s: float = 120.0
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ready(child):
+            if not child.alive():
+                raise ChildFailed(
+                    f"{child.name} exited with {child.proc.returncode}:\n{child.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise ChildFailed(f"{child.name} not ready after {timeout_s:.0f}s:\n{child.tail()}")
+            time.sleep(0.2)
+
+    def check(self) -> None:
+        """Raise :class:`ChildFailed` naming the first child that exited."""
+        for child in self.children:
+            if not child.alive():
+                raise ChildFailed(
+                    f"{child.name} exited with {child.proc.returncode}:\n{child.tail()}"
+                )
+
+    def stop_all(self, grace_s: float = 15.0) -> None:
+        """SIGTERM each child's group (newest first), then SIGKILL what is left."""
+        for child in reversed(self.children):
+            _signal_group(child, signal.SIGTERM)
+            try:
+                child.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop in %.0fs; killing it", child.name, grace_s)
+            _signal_group(child, signal.SIGKILL)  # stragglers in its group, if any
+            child.proc.wait()
+        self.children.clear()
+
+
+def _signal_group(child: Child, signum: int) -> None:
+    try:
+        os.killpg(child.pid, signum)  # the child leads its own group (new session)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,175 @@
+"""Export throughput and memory: ``wsrl export trajectories`` over N stored trajectories.
+
+Creates a scratch database on the server of ``--database-url`` (default: the settings'),
+migrates it, bulk-loads ``--trajectories`` succeeded rollouts (each one attempt with
+``--steps`` steps and as many LLM calls, ``--prompt-tokens`` / ``--response-tokens`` token
+ids per call) with COPY, then runs each export as its own ``wsrl export`` process and
+prints rows/s and the process's peak RSS (``wait4``'s ru_maxrss). The database is
+dropped at the end.
+
+    python benchmarks/export.py                       # 100,000 trajectories
+    python benchmarks/export.py --trajectories 10000  # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from sqlalchemy.engine import make_url
+
+from app.config import get_settings
+from app.db import migrate
+
+REPO = Path(__file__).resolve().parents[1]
+GOALS = 1000
+
+
+def _admin(server_url: str) -> str:
+    return make_url(server_url).set(drivername="postgresql").render_as_string(False)
+
+
+def load(
+    libpq: str, trajectories: int, steps: int, prompt_tokens: int, response_tokens: int
+) -> None:
+    """COPY goals, rollouts, attempts, steps and llm_calls (explicit attempt ids)."""
+    prompt = np.arange(prompt_tokens, dtype="<i4").tobytes()
+    response = np.arange(response_tokens, dtype="<i4").tobytes()
+    logprobs = np.full(response_tokens, -0.5, dtype="<f4").tobytes()
+    parts = json.dumps({"r_type": 1.0, "r_att": 0.5})
+    with psycopg.connect(libpq) as conn, conn.cursor() as cur:
+        with cur.copy("COPY goals (id, split, instruction, asin) FROM STDIN") as copy:
+            for g in range(GOALS):
+                copy.write_row((g, "train", f"i need item {g} under 40 dollars", f"B{g:09d}"))
+        rollout_cols = (
+            "id, goal_id, group_id, mode, status, attempts, reward, success, num_steps, "
+            "policy_version_min, policy_version_max, reward_parts"
+        )
+        with cur.copy(f"COPY rollouts ({rollout_cols}) FROM STDIN") as rollouts:
+            ids = [uuid.uuid4() for _ in range(trajectories)]
+            for i, rid in enumerate(ids):
+                reward = (i % 5) / 4
+                rollouts.write_row(
+                    (rid, i % GOALS, rid, "train", "succeeded", 1, reward, reward == 1.0,
+                     steps, i % 10, i % 10, parts)
+                )  # fmt: skip
+        with cur.copy("COPY attempts (id, rollout_id, number, status, reward) FROM STDIN") as att:
+            for i, rid in enumerate(ids, 1):
+                att.write_row((i, rid, 1, "succeeded", 1.0))
+        with cur.copy("COPY steps (attempt_id, index, action, observation) FROM STDIN") as st:
+            for a in range(1, trajectories + 1):
+                for s in range(steps):
+                    st.write_row((a, s, f"click[item {s}]", "WebShop [SEP] page"))
+        call_cols = (
+            "attempt_id, index, policy_version, request_messages, response_text, "
+            "prompt_token_ids, response_token_ids, response_logprobs, finish_reason"
+        )
+        with cur.copy(f"COPY llm_calls ({call_cols}) FROM STDIN") as calls:
+            for a in range(1, trajectories + 1):
+                for s in range(steps):
+                    messages = json.dumps(
+                        [
+                            {"role": "system", "content": "You are a shopping agent."},
+                            {"role": "user", "content": f"Instruction: item {a} step {s}"},
+                        ]
+                    )
+                    calls.write_row(
+                        (a, s, a % 10, messages, f"click[item {s}]", prompt, response,
+                         logprobs, "stop")
+                    )  # fmt: skip
+        conn.commit()
+
+
+def run_export(database_url: str, args: list[str]) -> tuple[float, float, str]:
+    """(seconds, peak RSS MiB, stdout) of one ``wsrl export`` process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
+    env["WSRL_DATABASE_URL"] = database_url
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "export", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise RuntimeError(f"export {args} failed: {err[-2000:]}")
+    return elapsed, usage.ru_maxrss / 1024, out.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trajectories", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=3, help="Steps (and LLM calls) each.")
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--response-tokens", type=int, default=16)
+    parser.add_argument("--database-url", default=None, help="Server for the scratch db.")
+    args = parser.parse_args()
+
+    server_url = args.database_url or get_settings().resolved_database_url()
+    name = f"wsrl_bench_export_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_admin(server_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    database_url = make_url(server_url).set(database=name).render_as_string(False)
+    try:
+        migrate.upgrade(database_url)
+        started = time.perf_counter()
+        load(
+            _admin(database_url),
+            args.trajectories,
+            args.steps,
+            args.prompt_tokens,
+            args.response_tokens,
+        )
+        load_s = time.perf_counter() - started
+        rows = args.trajectories * (2 + 2 * args.steps)
+        print(
+            f"loaded {args.trajectories} trajectories ({rows} rows, {args.steps} steps + "
+            f"{args.steps} calls each) in {load_s:.1f}s = {rows / load_s:,.0f} rows/s (COPY)"
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            base_s, base_rss, _ = run_export(
+                database_url,
+                ["trajectories", "--min-reward", "9", "--out", str(Path(tmp) / "none.jsonl")],
+            )
+            print(f"process start + empty export: {base_s:.1f}s, {base_rss:.0f} MiB (subtracted)")
+            runs = [
+                ("jsonl", []),
+                ("parquet", []),
+                ("parquet", ["--tokens"]),
+            ]
+            for fmt, extra in runs:
+                out = Path(tmp) / f"t.{fmt}"
+                cmd = ["trajectories", "--format", fmt, "--out", str(out), *extra]
+                seconds, rss, _ = run_export(database_url, cmd)
+                seconds = max(seconds - base_s, 1e-3)
+                size = out.stat().st_size / 2**20
+                print(
+                    f"export trajectories {fmt:7s} {' '.join(extra):8s}: {seconds:6.1f}s  "
+                    f"{args.trajectories / seconds:9,.0f} trajectories/s  peak RSS "
+                    f"{rss:6.0f} MiB  file {size:7.1f} MiB"
+                )
+            seconds, rss, _ = run_export(
+                database_url, ["goals", "--format", "parquet", "--out", str(Path(tmp) / "g.pq")]
+            )
+            print(f"export goals parquet ({GOALS} goals): {seconds:.1f}s  peak RSS {rss:.0f} MiB")
+    finally:
+        with psycopg.connect(_admin(server_url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()

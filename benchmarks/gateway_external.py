@@ -1,0 +1,176 @@
+"""LLM gateway overhead as an external agent sees it (agent-as-a-service rollouts).
+
+Starts the env server, the scripted LLM (oracle, no added latency), the API
+(``wsrl api serve``) and the example agent (``examples/external_agent``) as processes on
+a scratch database and a Redis db of ``--redis-db``. For ``--episodes`` pairs it asks the
+agent to play the same goal twice, as the worker would: once with ``llm.base_url`` the
+scripted LLM itself, once the gateway route of a running attempt (which forwards, asks
+for token ids and writes one ``llm_calls`` row per call). The oracle plays both the same
+way, so ``(gateway episode - direct episode) / calls`` is the gateway's cost per call as
+the agent pays it. Prints p50/p99 of that over the pairs (after ``--warmup`` pairs) and
+the gateway's own server-side overhead histogram from ``/metrics``.
+
+Target: overhead p50 <= 2 ms per call.
+
+    python benchmarks/gateway_external.py --episodes 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+import psycopg
+import redis
+from sqlalchemy import create_engine, func, select
+from sqlalchemy.engine import make_url
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers.processes import api_server, env_server, example_agent, scripted_llm  # noqa: E402
+
+from app.config import Settings, get_settings  # noqa: E402
+from app.db import migrate  # noqa: E402
+from app.db.lifecycle import RolloutMode, RolloutStatus  # noqa: E402
+from app.db.models import Attempt, Goal, LlmCall, Rollout  # noqa: E402
+from app.db.session import session_scope  # noqa: E402
+from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_endpoint  # noqa: E402
+
+TOKEN = "bench-token"
+
+
+def _admin(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(False)
+
+
+def _seed_attempt(database_url: str) -> uuid.UUID:
+    engine = create_engine(database_url)
+    rollout_id = uuid.uuid4()
+    with session_scope(engine) as session:
+        session.add(Goal(id=10**9, split="test", instruction="benchmark", asin="B0"))
+        session.flush()
+        session.add(
+            Rollout(
+                id=rollout_id,
+                goal_id=10**9,
+                group_id=uuid.uuid4(),
+                mode=RolloutMode.EVAL,
+                status=RolloutStatus.RUNNING,
+            )
+        )
+        session.flush()
+        session.add(Attempt(rollout_id=rollout_id, number=1))
+    engine.dispose()
+    return rollout_id
+
+
+def _calls(database_url: str) -> int:
+    engine = create_engine(database_url)
+    with session_scope(engine) as session:
+        count = session.scalar(select(func.count()).select_from(LlmCall))
+    engine.dispose()
+    return int(count or 0)
+
+
+def _episode(
+    client: httpx.Client, env_url: str, agent_url: str, llm_url: str, goal: int
+) -> tuple[float, int]:
+    session = client.post(f"{env_url}/sessions", json={"goal_id": goal}).json()
+    payload = {
+        "rollout_id": str(uuid.uuid4()),
+        "attempt": 1,
+        "instruction": session["goal"]["instruction"],
+        "env": {"base_url": env_url, "session_id": session["session_id"]},
+        "llm": {"base_url": llm_url, "model": "policy", "api_key": TOKEN},
+        "sampling": {"temperature": 1.0, "max_tokens": 64},
+        "max_steps": 15,
+    }
+    started = time.perf_counter()
+    answer = client.post(agent_url, json=payload, timeout=120)
+    elapsed = (time.perf_counter() - started) * 1000
+    answer.raise_for_status()
+    client.delete(f"{env_url}/sessions/{session['session_id']}")
+    return elapsed, int(answer.json()["steps"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=100, help="Measured episode pairs.")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--database-url", default=None, help="Server for the scratch db.")
+    parser.add_argument("--redis-db", type=int, default=13)
+    args = parser.parse_args()
+
+    base = get_settings()
+    server_url = args.database_url or base.resolved_database_url()
+    redis_url = urlsplit(base.resolved_redis_url())._replace(path=f"/{args.redis_db}").geturl()
+    name = f"wsrl_bench_gwext_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_admin(server_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    database_url = make_url(server_url).set(database=name).render_as_string(False)
+    store = redis.Redis.from_url(redis_url)
+    started = []
+    log_dir = Path(f"/tmp/{name}")
+    log_dir.mkdir()
+    try:
+        migrate.upgrade(database_url)
+        rollout_id = _seed_attempt(database_url)
+        settings = Settings(
+            _env_file=None, database_url=database_url, redis_url=redis_url, api_token=TOKEN
+        )
+        env = env_server(log_dir, settings).start()
+        started.append(env)
+        llm = scripted_llm(log_dir, settings, policy="oracle").start()
+        started.append(llm)
+        publish_endpoint(store, PolicyEndpoint(str(llm.url), "policy", 1))
+        api = api_server(log_dir, settings).start()
+        started.append(api)
+        agent = example_agent(log_dir).start()
+        started.append(agent)
+        gateway = f"{api.url}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1"
+        goals = httpx.get(f"{env.url}/goals", params={"limit": 1000}).json()["goals"]
+        per_call, direct_ms, gateway_ms, calls_total = [], [], [], 0
+        with httpx.Client(timeout=60) as client:
+            for i in range(args.warmup + args.episodes):
+                goal = goals[i % len(goals)]["id"]
+                d, d_steps = _episode(client, str(env.url), str(agent.url), str(llm.url), goal)
+                before = _calls(database_url)
+                g, g_steps = _episode(client, str(env.url), str(agent.url), gateway, goal)
+                calls = _calls(database_url) - before
+                if i >= args.warmup and calls and d_steps == g_steps:
+                    per_call.append((g - d) / calls)
+                    direct_ms.append(d / calls)
+                    gateway_ms.append(g / calls)
+                    calls_total += calls
+        metrics = httpx.get(f"{api.url}/metrics").text
+    finally:
+        for process in reversed(started):
+            process.stop()
+        store.delete(ENDPOINT_KEY)
+        store.close()
+        with psycopg.connect(_admin(server_url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    overhead = np.array(per_call)
+    print(f"episode pairs measured: {len(per_call)} ({calls_total} gateway calls)")
+    print(f"per call, direct : p50={np.percentile(direct_ms, 50):.2f} ms  (LLM + env step + agent)")
+    print(f"per call, gateway: p50={np.percentile(gateway_ms, 50):.2f} ms")
+    print(
+        f"gateway overhead per call: p50={np.percentile(overhead, 50):.2f} ms  "
+        f"p99={np.percentile(overhead, 99):.2f} ms  mean={overhead.mean():.2f} ms"
+    )
+    print(f"target p50 <= 2 ms: {'met' if np.percentile(overhead, 50) <= 2.0 else 'NOT met'}")
+    for line in metrics.splitlines():
+        if "gateway_overhead" in line and ("_sum" in line or "_count" in line):
+            print(f"  server-side {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""docker-compose.yml, .env.example, the README and the slim image's requirements agree.
+
+No Docker engine is needed: the compose file is parsed with PyYAML and checked for what
+``docker compose`` would otherwise only reveal at start-up (a service that starts before
+what it needs is healthy, a variable nobody documents, a command the CLI lacks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.main import get_command
+
+from app.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+README = ROOT / "README.md"
+VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::?[-?][^}]*)?\}")
+HEALTHY = ("service_healthy", "service_completed_successfully")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def _depends(service: dict[str, Any]) -> dict[str, str]:
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):  # short form: only "started", never waits on health
+        return dict.fromkeys(deps, "service_started")
+    return {name: spec.get("condition", "service_started") for name, spec in deps.items()}
+
+
+def _ready_gated(name: str, services: dict[str, dict[str, Any]], seen: frozenset = frozenset()):
+    """A service is gated when it has a healthcheck, is a one-shot job others wait for, or
+    waits (healthy / completed) on services that are themselves gated."""
+    service = services[name]
+    if "healthcheck" in service:
+        return True
+    deps = _depends(service)
+    if not deps or name in seen:
+        return False
+    return all(
+        cond in HEALTHY and _ready_gated(dep, services, seen | {name}) for dep, cond in deps.items()
+    )
+
+
+def test_compose_parses_with_the_expected_services(services) -> None:
+    expected = {"postgres", "redis", "migrate", "webshop", "api", "worker", "flower"}
+    assert expected | {"trainer-gpu", "trainer-cpu"} <= set(services)
+
+
+def test_every_service_has_a_healthcheck_or_waits_on_one(services) -> None:
+    loose = [name for name in services if not _ready_gated(name, services)]
+    assert not loose, f"services that start without waiting on a healthy dependency: {loose}"
+
+
+def test_dependencies_exist_and_wait_for_health(services) -> None:
+    for name, service in services.items():
+        for dep, cond in _depends(service).items():
+            assert dep in services, f"{name} depends on unknown service {dep}"
+            assert cond in HEALTHY, f"{name} -> {dep} waits only for {cond!r}"
+            if cond == "service_healthy":
+                assert "healthcheck" in services[dep], f"{name} waits on {dep}, which has none"
+
+
+def test_gpu_profile_trainer_reserves_nvidia_gpus_and_mounts_hf_cache(services) -> None:
+    gpu = services["trainer-gpu"]
+    assert gpu["profiles"] == ["gpu"]
+    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"] for d in devices)
+    assert any(str(v).endswith(":/hf-cache") for v in gpu["volumes"])
+    assert gpu["environment"]["HF_HOME"] == "/hf-cache"
+    assert gpu["command"][:4] == ["wsrl", "train", "--backend", "verl"]
+
+
+def test_dev_profile_runs_the_cpu_trainer(services) -> None:
+    cpu = services["trainer-cpu"]
+    assert cpu["profiles"] == ["dev"]
+    assert cpu["command"][:4] == ["wsrl", "train", "--backend", "local"]
+    assert "deploy" not in cpu
+
+
+def test_core_services_have_no_profile(services) -> None:
+    core = ("postgres", "redis", "migrate", "webshop", "api", "worker", "flower")
+    assert all("profiles" not in services[name] for name in core)
+
+
+def _cli_paths() -> set[tuple[str, ...]]:
+    """Every (group, command) path of ``wsrl`` with its options."""
+    root = get_command(cli)
+    paths: dict[tuple[str, ...], set[str]] = {}
+
+    def walk(command, prefix: tuple[str, ...]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            for sub_name, sub in subcommands.items():
+                walk(sub, (*prefix, sub_name))
+            return
+        paths[prefix] = {opt for p in command.params for opt in getattr(p, "opts", [])}
+
+    walk(root, ())
+    return paths
+
+
+def test_service_commands_exist_in_the_cli(services) -> None:
+    paths = _cli_paths()
+    for name, service in services.items():
+        command = service.get("command")
+        if not command or command[0] != "wsrl":
+            continue
+        words = [w for w in command[1:] if not w.startswith("-")]
+        path = next(
+            (tuple(words[:n]) for n in (2, 1) if tuple(words[:n]) in paths),
+            None,
+        )
+        assert path is not None, f"{name}: `{' '.join(command)}` is not a wsrl command"
+        options = {w for w in command if w.startswith("--")}
+        unknown = options - paths[path]
+        assert not unknown, f"{name}: wsrl {' '.join(path)} has no option(s) {unknown}"
+
+
+def _compose_variables() -> set[str]:
+    return set(VARIABLE.findall(COMPOSE.read_text()))
+
+
+def _env_example() -> dict[str, str]:
+    pairs = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            pairs[key.strip()] = value
+    return pairs
+
+
+def test_every_compose_variable_is_in_env_example() -> None:
+    missing = _compose_variables() - set(_env_example())
+    assert not missing, f"add to .env.example: {sorted(missing)}"
+
+
+def test_every_compose_variable_is_documented_in_the_readme() -> None:
+    text = README.read_text()
+    assert "## Docker Compose variables" in text
+    section = text.split("## Docker Compose variables", 1)[1].split("\n## ", 1)[0]
+    rows = {m.group(1) for m in re.finditer(r"^\|\s*`([A-Z_][A-Z0-9_]*)`", section, re.M)}
+    missing = (_compose_variables() | set(_env_example())) - rows
+    assert not missing, f"document in README.md, section 'Docker Compose variables': {missing}"
+
+
+def test_train_config_default_names_a_verl_config() -> None:
+    from trainer.backends.verl.config import CONFIG_NAMES
+
+    assert _env_example()["TRAIN_CONFIG"] in CONFIG_NAMES
+
+
+def test_slim_dockerfile_installs_no_train_extra() -> None:
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    installs = " ".join(line for line in dockerfile.splitlines() if "pip install" in line)
+    assert "train" not in installs and "verl" not in installs and "torch" not in installs
+
+
+@pytest.mark.slow
+def test_slim_requirements_resolve_without_torch(tmp_path: Path) -> None:
+    """What the slim image installs (core deps + export) pulls no torch or CUDA package."""
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
+    command += ["--quiet", "--report", str(report), f"{ROOT}[export]"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        unreachable = ("No matching distribution", "Could not find a version", "connection")
+        if any(s.lower() in result.stderr.lower() for s in unreachable):
+            pytest.skip(f"package index unreachable or incomplete: {result.stderr[-300:]}")
+        pytest.fail(result.stderr[-2000:])
+    names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    heavy = sorted(n for n in names if n in {"torch", "triton"} or n.startswith("nvidia-"))
+    assert not heavy, f"the slim image would install {heavy}"
+    assert {"celery", "fastapi", "sqlalchemy"} <= names

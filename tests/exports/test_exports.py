@@ -1,0 +1,233 @@
+"""Exports read back (pyarrow / json) and compared with the database they came from."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.processes import REPO, WSRL, child_env
+from helpers.trajectory_data import Dataset, insert_dataset
+from sqlalchemy import Engine, select
+
+from app.config import Settings
+from app.db import migrate
+from app.db.lifecycle import AttemptStatus
+from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
+from app.db.session import make_engine, session_scope
+from app.exports.goals import export_goals
+from app.exports.trajectories import TrajectoryFilter, export_trajectories
+from app.exports.writers import ExportFormat
+from workers.agent import SYSTEM_PROMPT_TEXT
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+@pytest.fixture(scope="module")
+def export_db(make_database: Callable[[], str]) -> Iterator[tuple[str, Engine, Dataset]]:
+    """A database of its own: an export without filters sees only this dataset."""
+    url = make_database()
+    migrate.upgrade(url)
+    engine = make_engine(Settings(_env_file=None, database_url=url))
+    data = insert_dataset(engine)
+    yield url, engine, data
+    engine.dispose()
+
+
+def _read(path: Path, fmt: ExportFormat) -> list[dict[str, Any]]:
+    if fmt is ExportFormat.JSONL:
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    records = pq.read_table(path).to_pylist()
+    for record in records:
+        if record.get("reward_parts") is not None:
+            record["reward_parts"] = json.loads(record["reward_parts"])
+    return records
+
+
+def _expected(engine: Engine, rollout_name: str, data: Dataset) -> dict[str, Any]:
+    """The record the export must hold for one rollout, read from the tables directly."""
+    rollout_id = data.rollouts[rollout_name]
+    with session_scope(engine) as session:
+        rollout = session.get(Rollout, rollout_id)
+        attempt = session.scalars(
+            select(Attempt).where(
+                Attempt.rollout_id == rollout_id, Attempt.status == AttemptStatus.SUCCEEDED
+            )
+        ).one()
+        actions = session.scalars(
+            select(Step.action).where(Step.attempt_id == attempt.id).order_by(Step.index)
+        ).all()
+        calls = session.scalars(
+            select(LlmCall).where(LlmCall.attempt_id == attempt.id).order_by(LlmCall.index)
+        ).all()
+        goal = session.get(Goal, rollout.goal_id)
+        return {
+            "rollout_id": str(rollout_id),
+            "attempt": attempt.number,
+            "goal_id": goal.id,
+            "split": goal.split,
+            "instruction": goal.instruction,
+            "reward": rollout.reward,
+            "reward_parts": rollout.reward_parts,
+            "success": rollout.success,
+            "num_steps": rollout.num_steps,
+            "policy_version_min": rollout.policy_version_min,
+            "policy_version_max": rollout.policy_version_max,
+            "actions": list(actions),
+            "turns": [
+                {
+                    "index": c.index,
+                    "policy_version": c.policy_version,
+                    "messages": c.request_messages,
+                    "response": c.response_text,
+                    "prompt_token_ids": c.prompt_token_ids,
+                    "response_token_ids": c.response_token_ids,
+                    "response_logprobs": c.response_logprobs,
+                }
+                for c in calls
+            ],
+        }
+
+
+@pytest.mark.parametrize("fmt", list(ExportFormat))
+def test_export_trajectories_round_trip_matches_database(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path, fmt: ExportFormat
+) -> None:
+    _, engine, data = export_db
+    out = tmp_path / f"trajectories.{fmt}"
+    written = export_trajectories(engine, out, fmt, tokens=True, batch_size=2)
+    records = {r["rollout_id"]: r for r in _read(out, fmt)}
+    expected_names = ["retried", "half", "quarter"]
+    assert written == len(records) == 3
+    assert set(records) == {str(data.rollouts[n]) for n in expected_names}
+    for name in expected_names:
+        want = _expected(engine, name, data)
+        got = records[want["rollout_id"]]
+        for key, value in want.items():
+            if key != "turns":
+                assert got[key] == value, (name, key)
+        assert [t["index"] for t in got["turns"]] == [t["index"] for t in want["turns"]]
+        for got_turn, want_turn in zip(got["turns"], want["turns"], strict=True):
+            assert got_turn == {**got_turn, **want_turn}, name
+    retried = records[str(data.rollouts["retried"])]
+    assert retried["attempt"] == 2 and len(retried["actions"]) == 3, "failed attempt left out"
+    if fmt is ExportFormat.PARQUET:
+        assert pq.ParquetFile(out).metadata.num_row_groups == 2, "one row group per batch"
+
+
+@pytest.mark.parametrize("fmt", list(ExportFormat))
+@pytest.mark.parametrize(
+    ("filters", "names"),
+    [
+        (TrajectoryFilter(min_reward=0.5), {"retried", "half"}),
+        (TrajectoryFilter(policy_version=2), {"retried", "quarter"}),
+        (TrajectoryFilter(split="test"), {"quarter"}),
+        (TrajectoryFilter(min_reward=0.5, policy_version=3), {"half"}),
+        (TrajectoryFilter(min_reward=2.0), set()),
+    ],
+)
+def test_export_trajectories_filters(
+    export_db: tuple[str, Engine, Dataset],
+    tmp_path: Path,
+    fmt: ExportFormat,
+    filters: TrajectoryFilter,
+    names: set[str],
+) -> None:
+    _, engine, data = export_db
+    out = tmp_path / f"filtered.{fmt}"
+    written = export_trajectories(engine, out, fmt, filters)
+    ids = {r["rollout_id"] for r in _read(out, fmt)}
+    assert written == len(ids)
+    assert ids == {str(data.rollouts[n]) for n in names}
+
+
+def test_export_trajectories_without_tokens_has_no_token_fields(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path
+) -> None:
+    _, engine, _ = export_db
+    out = tmp_path / "plain.parquet"
+    export_trajectories(engine, out, ExportFormat.PARQUET)
+    turn_type = pq.read_schema(out).field("turns").type.value_type
+    names = {turn_type.field(i).name for i in range(turn_type.num_fields)}
+    assert "prompt_token_ids" not in names and "messages" in names
+
+
+@pytest.mark.parametrize("fmt", list(ExportFormat))
+def test_export_goals_is_a_verl_dataset(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path, fmt: ExportFormat
+) -> None:
+    _, engine, _ = export_db
+    out = tmp_path / f"goals.{fmt}"
+    assert export_goals(engine, out, fmt, batch_size=2) == 5
+    records = _read(out, fmt)
+    with session_scope(engine) as session:
+        goals = {g.id: g for g in session.scalars(select(Goal))}
+    by_split: dict[str, list[int]] = {}
+    for record in records:
+        info = record["extra_info"]
+        goal = goals[info["goal_id"]]
+        by_split.setdefault(info["split"], []).append(info["index"])
+        assert record["data_source"] == "webshop" and record["ability"] == "agent"
+        assert record["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT_TEXT}
+        user = record["prompt"][1]["content"]
+        assert user.startswith(f"Instruction: {goal.instruction}")
+        assert "Available actions:\nsearch[<keywords>]" in user
+        truth = record["reward_model"]["ground_truth"]
+        assert record["reward_model"]["style"] == "rule"
+        assert truth["asin"] == goal.asin and truth["attributes"] == goal.attributes
+        assert json.loads(truth["goal_options"]) == goal.goal_options
+        assert truth["price_upper"] == goal.price_upper
+        assert info["split"] == goal.split and info["instruction"] == goal.instruction
+    assert by_split == {"test": [0, 1], "train": [0, 1, 2]}
+    assert any(isinstance(g.goal_options, list) for g in goals.values()), "a human goal"
+
+
+def test_export_goals_split_filter(export_db: tuple[str, Engine, Dataset], tmp_path: Path) -> None:
+    _, engine, data = export_db
+    out = tmp_path / "test-goals.parquet"
+    assert export_goals(engine, out, split="test") == 2
+    ids = [r["extra_info"]["goal_id"] for r in _read(out, ExportFormat.PARQUET)]
+    assert ids == [data.goals["test_a"], data.goals["test_b"]]
+
+
+def _wsrl(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    settings = Settings(_env_file=None, database_url=url)
+    return subprocess.run(
+        [*WSRL, *args],
+        env=child_env(settings),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_wsrl_export_commands_write_files(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path
+) -> None:
+    url, _, data = export_db
+    goals_out = tmp_path / "out" / "goals.parquet"
+    done = _wsrl(url, "export", "goals", "--format", "parquet", "--out", str(goals_out))
+    assert done.returncode == 0, done.stderr
+    assert "wrote 5 goals" in done.stdout
+    assert pq.read_table(goals_out).num_rows == 5
+    traj_out = tmp_path / "out" / "traj.jsonl"
+    args = ["export", "trajectories", "--out", str(traj_out), "--min-reward", "0.5", "--tokens"]
+    done = _wsrl(url, *args)
+    assert done.returncode == 0, done.stderr
+    records = _read(traj_out, ExportFormat.JSONL)
+    assert {r["rollout_id"] for r in records} == {
+        str(data.rollouts["retried"]),
+        str(data.rollouts["half"]),
+    }
+    assert all(t["response_token_ids"] for r in records for t in r["turns"])
+
+
+def test_wsrl_export_unknown_format_is_an_error(export_db: tuple[str, Engine, Dataset]) -> None:
+    url, _, _ = export_db
+    done = _wsrl(url, "export", "trajectories", "--format", "csv", "--out", "/tmp/x.csv")
+    assert done.returncode == 2
+    assert "csv" in done.stderr

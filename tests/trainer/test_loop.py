@@ -1,0 +1,200 @@
+"""The training loop on real Postgres + Redis with hand-inserted rollouts and LLM calls."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import select
+
+from app.config import Settings
+from app.db import migrate
+from app.db.lifecycle import PolicyVersionStatus
+from app.db.models import PolicyVersion, Rollout, TrainStep
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from helpers.training_rows import F, R, S, add_group, finish_running
+from trainer import checkpoints
+from trainer.config import TrainerConfig
+from trainer.local_run import LocalTrainer, start_local_trainer
+from trainer.loop import LoopOptions, TrainLoop
+from workers.endpoint import ENDPOINT_CHANNEL, read_endpoint
+
+CONFIG = TrainerConfig(
+    group_size=2, batch_groups=2, max_staleness=1, lr=1e-3, micro_batch_size=4, seed=0
+)
+
+
+@pytest.fixture
+def fresh_settings(
+    make_database: Callable[[], str], test_settings: Settings, tmp_path: Path
+) -> Settings:
+    """A database of this test alone (the loop trains every train group it finds)."""
+    url = make_database()
+    migrate.upgrade(url)
+    return test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path})
+
+
+@pytest.fixture
+def sessions(fresh_settings: Settings) -> Iterator:
+    engine = make_engine(fresh_settings)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+def start(settings: Settings, model: Path, config: TrainerConfig = CONFIG) -> LocalTrainer:
+    options = LoopOptions(checkpoint_dir=settings.data_dir / "ckpt", poll_s=0.1)
+    return start_local_trainer(settings, config, model, options, enqueue=False)
+
+
+def train_steps_of(sessions, groups: list[uuid.UUID]) -> dict[uuid.UUID, set]:
+    with session_scope(sessions) as session:
+        rows = session.execute(
+            select(Rollout.group_id, Rollout.train_step).where(Rollout.group_id.in_(groups))
+        ).all()
+    found: dict[uuid.UUID, set] = {g: set() for g in groups}
+    for group, step in rows:
+        found[group].add(step)
+    return found
+
+
+def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    with session_scope(sessions) as session:
+        session.add(PolicyVersion(version=5, status=PolicyVersionStatus.ACTIVE))
+        ready = [add_group(session, [S, S], version=5), add_group(session, [S, S, F], version=5)]
+        incomplete = add_group(session, [S, R], version=5)
+        stale = add_group(session, [S, S], version=3)
+        too_few = add_group(session, [S, F], version=5)
+    client = redis.Redis.from_url(fresh_settings.resolved_redis_url())
+    trainer = start(fresh_settings, tiny_checkpoint)
+    try:
+        assert trainer.loop.version == 6  # above everything published, no checkpoint yet
+        pubsub = client.pubsub()
+        pubsub.subscribe(ENDPOINT_CHANNEL)
+        pubsub.get_message(timeout=1.0)  # the subscription confirmation
+        [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
+        announced = []
+        while (message := pubsub.get_message(timeout=1.0)) is not None:
+            announced.append(json.loads(message["data"]))
+        assert [(a["version"], a["status"]) for a in announced] == [
+            (7, "paused"),
+            (7, "serving"),
+        ]
+        assert announced[-1]["base_url"] == trainer.base_url
+        assert read_endpoint(client).version == 7 and read_endpoint(client).serving
+
+        marks = train_steps_of(sessions, [*ready, incomplete, stale, too_few])
+        assert all(marks[g] == {1} for g in ready)
+        assert marks[stale] == {1} and marks[too_few] == {1}  # retired, never pulled again
+        assert marks[incomplete] == {None}
+        with session_scope(sessions) as session:
+            step = session.get(TrainStep, 1)
+            assert step.policy_version == 7 and step.rollouts_used == 4
+            for key in (
+                "reward/mean",
+                "reward/std",
+                "reward/success",
+                "losses/total",
+                "losses/entropy",
+                "perf/generated_tokens",
+                "samples/prefix_mismatches",
+                "samples/dropped_overlength",
+                "staleness/behind_1",
+                "batch/stale",
+                "batch/retired_groups",
+                "time/wait_s",
+                "time/batch_s",
+                "time/update_s",
+                "time/sync_s",
+                "time/publish_s",
+                "time/step_s",
+            ):
+                assert key in step.metrics, key
+            assert step.metrics["reward/mean"] == pytest.approx(0.75)
+            assert step.metrics["reward/success"] == pytest.approx(0.5)
+            assert step.metrics["batch/retired_groups"] == 2.0
+            statuses = dict(session.execute(select(PolicyVersion.version, PolicyVersion.status)).all())
+            assert statuses[7] == PolicyVersionStatus.ACTIVE
+            assert statuses[6] == statuses[5] == PolicyVersionStatus.RETIRED
+        assert [c.step for c in checkpoints.list_checkpoints(trainer.loop.options.checkpoint_dir)] == [1]
+
+        # Nothing left to train: the used groups are never pulled again.
+        assert trainer.loop.run(steps=1, wait_timeout_s=0.5) == []
+        # The incomplete group completes, but at version 5 it is now 2 versions behind v7.
+        with session_scope(sessions) as session:
+            finish_running(session, incomplete, version=5)
+        assert trainer.loop.run(steps=1, wait_timeout_s=0.5) == []
+        pubsub.close()
+    finally:
+        trainer.close()
+        client.close()
+
+
+def test_restart_resumes_from_checkpoint_and_discards_uncommitted_one(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    config = CONFIG.with_(batch_groups=1, max_staleness=10)
+    with session_scope(sessions) as session:
+        groups = [add_group(session, [S, S], version=0) for _ in range(3)]
+    trainer = start(fresh_settings, tiny_checkpoint, config)
+    try:
+        trainer.loop.run(steps=1, wait_timeout_s=10)
+        assert (trainer.loop.step, trainer.loop.version) == (1, 1)
+        # A crash after step 2's checkpoint was written but before its commit:
+        uncommitted = checkpoints.save_checkpoint(
+            trainer.loop.options.checkpoint_dir, 2, 2, trainer.loop.backend
+        )
+        weights = {k: v.clone() for k, v in trainer.loop.backend.model.state_dict().items()}
+    finally:
+        trainer.close()
+    again = start(fresh_settings, tiny_checkpoint, config)
+    try:
+        assert not uncommitted.path.exists()
+        assert (again.loop.step, again.loop.version) == (1, 1)
+        assert again.resumed_from is not None and again.resumed_from.name == "step-000001"
+        restored = again.loop.backend.model.state_dict()
+        assert all((restored[k] == v).all() for k, v in weights.items())
+        assert again.loop.backend.optimizer.state  # AdamW moments came back too
+        results = again.loop.run(steps=2, wait_timeout_s=10)
+        assert [(r.step, r.version) for r in results] == [(2, 2), (3, 3)]
+    finally:
+        again.close()
+    marks = train_steps_of(sessions, groups)
+    assert sorted(next(iter(m)) for m in marks.values()) == [1, 2, 3]
+
+
+def test_another_trainer_marking_first_rolls_the_step_back(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    from trainer.loop import AlreadyTrainedError, commit_step
+    from trainer.ready_groups import load_ready_groups
+
+    with session_scope(sessions) as session:
+        add_group(session, [S, S], version=0)
+        records, selection = load_ready_groups(session, 0, 1, 1)
+    ids = [r.rollout_id for r in records]
+    with session_scope(sessions) as session:
+        commit_step(session, 1, 1, ids, selection, {})
+    with pytest.raises(AlreadyTrainedError, match="already belong"), session_scope(
+        sessions
+    ) as session:
+        commit_step(session, 2, 2, ids, selection, {})
+    with session_scope(sessions) as session:
+        assert session.get(TrainStep, 2) is None
+
+
+def test_stop_event_ends_a_waiting_loop(fresh_settings: Settings, tiny_checkpoint: Path) -> None:
+    trainer = start(fresh_settings, tiny_checkpoint)
+    try:
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        assert trainer.loop.run(stop=stop) == []
+    finally:
+        trainer.close()
+    assert isinstance(trainer.loop, TrainLoop)

@@ -1,0 +1,182 @@
+"""Contract: our DataProto is what verl's own agent-loop post-processing builds.
+
+verl's ``AgentLoopWorker._agent_loop_postprocess`` (pads one AgentLoopOutput) and
+``_postprocess`` (stacks them into a DataProto) run on the same token sequences as
+``build_dataproto``; every tensor verl produces must match ours key for key, shape for
+shape and value for value. The worker is created without its Ray/vLLM set-up: only the
+attributes these two methods read are set (the rollout widths and a real tokenizer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("verl")
+
+from transformers import AutoTokenizer
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    AgentLoopWorker,
+)
+from verl.trainer.ppo.core_algos import AdvantageEstimator
+from verl.trainer.ppo.ray_trainer import compute_advantage
+from verl.trainer.ppo.reward import extract_reward
+
+from trainer.backends.verl.dataproto import build_dataproto, split_sample
+from trainer.samples import CallRecord, RolloutRecord, Sample, build_samples
+
+PROMPT_LEN, RESPONSE_LEN = 12, 16
+
+
+def _rollouts() -> list[RolloutRecord]:
+    """Two groups; multi-turn episodes whose later prompts extend earlier ones (one that
+    does not, to get a split sample), with distinct rewards."""
+
+    def call(prompt: list[int], response: list[int], version: int = 3) -> CallRecord:
+        logprobs = [-0.1 * (k + 1) for k in range(len(response))]
+        return CallRecord(prompt, response, logprobs, version)
+
+    turn1 = [5, 6, 7, 8]
+    return [
+        RolloutRecord(
+            "r0",
+            "g0",
+            1.0,
+            [call(turn1, [20, 21, 22]), call([*turn1, 20, 21, 22, 30, 31], [23, 24])],
+        ),
+        RolloutRecord("r1", "g0", 0.0, [call([5, 6, 9], [25, 26, 27, 28, 29])]),
+        RolloutRecord("r2", "g1", 0.5, [call([10, 11], [40]), call([12, 13, 14], [41, 42])]),
+        RolloutRecord("r3", "g1", 0.25, [call([10, 11, 15, 16, 17, 18], [43, 44, 45, 46])]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_checkpoint: Path):
+    tok = AutoTokenizer.from_pretrained(str(tiny_checkpoint))
+    # verl pads with the tokenizer's pad id; a non-zero one shows that both sides use it.
+    tok.add_special_tokens({"pad_token": "<|test-pad|>"})
+    assert tok.pad_token_id not in (None, 0), "the test needs a non-zero pad id to be sharp"
+    return tok
+
+
+@pytest.fixture(scope="module")
+def samples_and_rewards() -> tuple[list[Sample], dict[str, float]]:
+    rollouts = _rollouts()
+    rewards = {r.rollout_id: r.reward for r in rollouts}
+    samples, stats = build_samples(rollouts, rewards, "trajectory", max_tokens=64)
+    assert stats.prefix_mismatches == 1 and len(samples) == 5
+    return samples, rewards
+
+
+def _verl_dataproto(tokenizer, samples: list[Sample], rewards: dict[str, float]):
+    """verl's agent loop post-processing of the same samples."""
+    worker = AgentLoopWorker.__new__(AgentLoopWorker)
+    worker.rollout_config = SimpleNamespace(prompt_length=PROMPT_LEN, response_length=RESPONSE_LEN)
+    worker.tokenizer = tokenizer
+    worker.processor = None
+    worker.mm_processor_kwargs = {}
+    worker.reward_loop_worker_handles = None
+    worker.distillation_enabled = False
+
+    async def one(sample: Sample):
+        part = split_sample(sample)
+        output = AgentLoopOutput(
+            prompt_ids=part.prompt_ids,
+            response_ids=part.response_ids,
+            response_mask=part.response_mask,
+            response_logprobs=part.response_logprobs,
+            reward_score=rewards[sample.rollout_id],
+            num_turns=2,
+            metrics=AgentLoopMetrics(),
+        )
+        return await worker._agent_loop_postprocess(output, validate=False, raw_prompt=[])
+
+    async def all_samples():
+        return [await one(s) for s in samples]
+
+    return worker._postprocess(asyncio.run(all_samples()), input_non_tensor_batch=None)
+
+
+def test_dataproto_matches_verl_agent_loop_key_for_key(tokenizer, samples_and_rewards) -> None:
+    samples, rewards = samples_and_rewards
+    ours = build_dataproto(samples, rewards, tokenizer.pad_token_id, PROMPT_LEN, RESPONSE_LEN)
+    theirs = _verl_dataproto(tokenizer, samples, rewards)
+    their_keys = set(theirs.batch.keys())
+    assert their_keys <= set(ours.batch.keys()), their_keys - set(ours.batch.keys())
+    assert set(ours.batch.keys()) - their_keys == {"token_level_scores"}
+    for key in sorted(their_keys):
+        assert ours.batch[key].shape == theirs.batch[key].shape, key
+        assert ours.batch[key].dtype == theirs.batch[key].dtype, key
+        assert torch.equal(ours.batch[key], theirs.batch[key]), key
+    assert torch.equal(ours.batch["token_level_scores"], theirs.batch["rm_scores"])
+
+
+def test_dataproto_layout_left_prompt_right_response(tokenizer, samples_and_rewards) -> None:
+    samples, rewards = samples_and_rewards
+    data = build_dataproto(samples, rewards, tokenizer.pad_token_id)
+    first = samples[0]  # r0: prompt [5,6,7,8], then 3 generated, 2 observation, 2 generated
+    assert data.batch["prompts"].shape[1] == max(len(split_sample(s).prompt_ids) for s in samples)
+    row = data.batch["input_ids"][0].tolist()
+    width = data.batch["prompts"].shape[1]
+    assert row[width - 4 : width] == [5, 6, 7, 8]
+    assert data.batch["response_mask"][0, :7].tolist() == [1, 1, 1, 0, 0, 1, 1]
+    assert data.batch["token_level_scores"][0].nonzero().flatten().tolist() == [6]
+    assert data.batch["rollout_log_probs"][0, 3:5].tolist() == [0.0, 0.0]
+    assert list(data.non_tensor_batch["uid"]) == [s.group_id for s in samples]
+    assert first.group_id == "g0"
+
+
+def test_compute_advantage_grpo_runs_on_dataproto(tokenizer, samples_and_rewards) -> None:
+    samples, rewards = samples_and_rewards
+    data = build_dataproto(samples, rewards, tokenizer.pad_token_id, PROMPT_LEN, RESPONSE_LEN)
+    reward_tensor, _ = extract_reward(data)
+    data.batch["token_level_rewards"] = reward_tensor
+    out = compute_advantage(data, adv_estimator=AdvantageEstimator.GRPO, num_repeat=4)
+    adv = out.batch["advantages"]  # (B, R), the sample's advantage on its generated tokens
+    mask = out.batch["response_mask"].bool()
+    assert adv.shape == mask.shape
+    assert torch.all(adv[~mask] == 0)
+    per_sample = [adv[i][mask[i]].unique() for i in range(len(samples))]
+    assert all(len(u) == 1 for u in per_sample)
+    # group g0 = samples of r0 (reward 1) and r1 (0): r0 above the mean, r1 below
+    values = [float(u[0]) for u in per_sample]
+    assert values[0] > 0 > values[1]
+    assert np.isclose(values[2] + values[3] + values[4], 0.0, atol=1e-4)  # g1 zero mean
+
+
+def test_overlong_response_names_the_config_key(tokenizer, samples_and_rewards) -> None:
+    samples, rewards = samples_and_rewards
+    with pytest.raises(ValueError, match="response_length"):
+        build_dataproto(samples, rewards, tokenizer.pad_token_id, PROMPT_LEN, response_length=3)
+
+
+def test_missing_reward_is_an_error(tokenizer, samples_and_rewards) -> None:
+    samples, _ = samples_and_rewards
+    with pytest.raises(ValueError, match="no reward for rollout"):
+        build_dataproto(samples, {"r0": 1.0}, tokenizer.pad_token_id)
+
+
+def test_sample_without_generated_tokens_is_an_error() -> None:
+    sample = Sample("rx", "g", [1, 2, 3], [0, 0, 0], [0.0] * 3, 0.0, 0)
+    with pytest.raises(ValueError, match="no generated token"):
+        split_sample(sample)
+
+
+def test_verl_no_padding_conversion_accepts_our_batch(tokenizer, samples_and_rewards) -> None:
+    """The first step of verl's ``_compute_old_log_prob`` / ``_update_actor``."""
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    samples, rewards = samples_and_rewards
+    data = build_dataproto(samples, rewards, tokenizer.pad_token_id, PROMPT_LEN, RESPONSE_LEN)
+    packed = left_right_2_no_padding(data.to_tensordict())
+    lengths = [len(s) for s in samples]
+    assert packed["input_ids"].offsets().diff().tolist() == lengths
+    flat = packed["input_ids"].values().tolist()
+    assert flat == [t for s in samples for t in s.input_ids]

@@ -1,0 +1,45 @@
+"""``wsrl watch``: messages from the logs channel, counted and formatted."""
+
+from __future__ import annotations
+
+import uuid
+
+import redis
+
+from app.config import Settings
+from workers.recording import LogPublisher
+from workers.watch import Progress, follow, format_message
+
+
+def test_progress_counts_outcomes() -> None:
+    progress = Progress()
+    base = {"rollout": "r1", "attempt": 1, "worker": "w"}
+    progress.update({**base, "kind": "started"})
+    progress.update({**base, "kind": "failed", "retry": True, "reason": "x"})
+    progress.update({**base, "attempt": 2, "kind": "started"})
+    progress.update({**base, "attempt": 2, "kind": "succeeded", "reward": 1.0})
+    assert (progress.succeeded, progress.retried, progress.failed) == (1, 1, 0)
+    assert not progress.running
+    assert "success 1/1" in progress.summary()
+
+
+def test_format_message_shows_worker_rollout_and_line() -> None:
+    line = format_message(
+        {"rollout": "abcdef123456", "attempt": 2, "worker": "w1", "kind": "log", "line": "[DONE] 1"}
+    )
+    assert line == "w1 abcdef12#2 [DONE] 1"
+    failed = format_message({"rollout": "r", "attempt": 1, "kind": "failed", "reason": "boom"})
+    assert "[FAILED] boom (giving up)" in failed
+
+
+def test_published_lines_reach_a_follower(test_settings: Settings) -> None:
+    client = redis.Redis.from_url(test_settings.resolved_redis_url())
+    channel = f"wsrl:logs:test:{uuid.uuid4().hex[:8]}"
+    stream = follow(client, channel, poll_s=0.1)
+    assert next(stream) is None  # subscribed, nothing yet
+    publisher = LogPublisher(client, channel, rollout_id=uuid.uuid4(), attempt=1, worker="w")
+    publisher.publish("log", line="[TASK] buy a lamp")
+    message = next(m for m in stream if m is not None)
+    assert message["kind"] == "log" and message["line"] == "[TASK] buy a lamp"
+    stream.close()
+    client.close()

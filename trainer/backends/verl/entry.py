@@ -1,0 +1,108 @@
+"""``wsrl train --backend verl``: compose the config, start Ray, run the trainer in a task actor.
+
+Mirrors verl's ``main_ppo_v0``: ``run_ppo`` starts Ray and a task-runner actor whose
+``run`` builds the workers and the trainer. Ours builds :class:`WebShopPPOTrainer` with a
+rollout feed (Postgres + Celery) and an endpoint publisher (Redis) made inside the actor,
+since connections do not cross process boundaries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig
+
+from trainer.backends.verl.config import load_config
+
+logger = logging.getLogger(__name__)
+
+FEED_MODULE = "trainer.rollout_feed"
+"""Module providing ``make_rollout_feed(settings, config) -> RolloutFeed`` (the trainer
+loop's Postgres/Celery side, shared with the local backend)."""
+
+
+class MissingFeedError(RuntimeError):
+    """The module that pulls complete groups from Postgres is not installed."""
+
+
+def make_feed(config: DictConfig) -> Any:
+    """The Postgres/Celery feed; a clear error when the trainer loop's module is absent."""
+    from app.config import get_settings
+
+    try:
+        module = importlib.import_module(FEED_MODULE)
+    except ModuleNotFoundError as exc:
+        raise MissingFeedError(
+            f"the verl backend needs {FEED_MODULE}.make_rollout_feed (complete groups from "
+            f"Postgres, enqueue through Celery); it could not be imported: {exc}"
+        ) from exc
+    return module.make_rollout_feed(get_settings(), config)
+
+
+def make_publisher() -> Any:
+    """Publishes endpoints to the Redis key + channel the workers read."""
+    from redis import Redis
+
+    from app.config import get_settings
+    from workers.endpoint import PolicyEndpoint, publish_endpoint
+
+    redis = Redis.from_url(get_settings().resolved_redis_url())
+
+    def publish(endpoint: PolicyEndpoint) -> None:
+        publish_endpoint(redis, endpoint)
+
+    return publish
+
+
+def _runner_class() -> Any:
+    """The Ray task runner (defined lazily: importing ray and verl's workers is slow)."""
+    import ray
+    from verl.trainer.main_ppo_v0 import BaseTaskRunner
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    from trainer.backends.verl.trainer import WebShopPPOTrainer
+
+    @ray.remote
+    class WebShopTaskRunner(BaseTaskRunner):
+        def run(self, config: DictConfig) -> None:
+            _, worker_group_cls = self.add_actor_rollout_worker(config)
+            validate_config(
+                config=config,
+                use_reference_policy=need_reference_policy(config),
+                use_critic=need_critic(config),
+            )
+            model = omega_conf_to_dataclass(config.actor_rollout_ref.model)
+            trainer = WebShopPPOTrainer(
+                config=config,
+                tokenizer=model.tokenizer,
+                processor=model.processor,
+                role_worker_mapping=self.role_worker_mapping,
+                resource_pool_manager=self.init_resource_pool_mgr(config),
+                ray_worker_group_cls=worker_group_cls,
+                feed=make_feed(config),
+                publish=make_publisher(),
+            )
+            trainer.init_workers()
+            trainer.fit()
+
+    return WebShopTaskRunner
+
+
+def train(config_name: str, overrides: Sequence[str] = ()) -> None:
+    """Trains with verl on GPUs until ``trainer.total_training_steps``."""
+    import torch
+
+    config = load_config(config_name, overrides)
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "the verl backend needs NVIDIA GPUs (vLLM + FSDP); none is visible. Use "
+            "`wsrl train --backend local` on CPU, or the compose profile `gpu`."
+        )
+    from verl.trainer.main_ppo import run_ppo
+
+    logger.info("verl config %s: model %s", config_name, config.actor_rollout_ref.model.path)
+    run_ppo(config, task_runner_class=_runner_class())

@@ -1,0 +1,105 @@
+"""Wiring of a local training run: database, Redis, policy server, backend, scheduler, loop.
+
+:func:`start_local_trainer` resumes from the newest committed checkpoint (or the given
+model), serves those weights on an in-process policy server, publishes them as
+``serving`` and returns a ready :class:`~trainer.loop.TrainLoop`. Used by ``wsrl train``,
+the tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+from sqlalchemy import Engine
+
+from app.config import Settings
+from app.db.session import make_engine, make_sessionmaker
+from trainer.backends.local import LocalBackend
+from trainer.config import TrainerConfig
+from trainer.loop import LoopOptions, TrainLoop
+from trainer.policy_server import PolicyServer, ServerHandle
+from trainer.publish import Publisher
+from trainer.scheduler import Scheduler
+from workers.celery_app import create_celery
+from workers.endpoint import EndpointStatus
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LocalTrainer:
+    """A started run; :meth:`close` stops the policy server and the clients."""
+
+    loop: TrainLoop
+    handle: ServerHandle
+    engine: Engine
+    redis: Redis
+    resumed_from: Path | None
+
+    @property
+    def base_url(self) -> str:
+        return self.handle.base_url
+
+    def close(self) -> None:
+        self.handle.stop()
+        self.redis.close()
+        self.engine.dispose()
+
+
+def default_checkpoint_dir(settings: Settings) -> Path:
+    return settings.data_dir / "trainer" / "checkpoints"
+
+
+def start_local_trainer(
+    settings: Settings,
+    config: TrainerConfig,
+    model_path: Path,
+    options: LoopOptions,
+    *,
+    enqueue: bool = True,
+    sampling: dict[str, Any] | None = None,
+    split: str = "train",
+    policy_host: str = "127.0.0.1",
+    policy_port: int = 0,
+    model_name: str = "policy",
+) -> LocalTrainer:
+    """Resume (or start) a run and publish its weights; the caller runs ``loop.run``."""
+    engine = make_engine(settings, pool_size=4)
+    sessions = make_sessionmaker(engine)
+    checkpoint, done, version = TrainLoop.resume_point(sessions, options.checkpoint_dir)
+    source = checkpoint.path if checkpoint else model_path
+    backend = LocalBackend(source, config, version=version)
+    if checkpoint is not None:
+        checkpoint.load_optimizer(backend.optimizer)
+    logger.info("trainer starts after step %d from %s as policy version %d", done, source, version)
+    server = PolicyServer(
+        copy.deepcopy(backend.model),
+        backend.tokenizer,
+        version=version,
+        model_name=model_name,
+        default_max_tokens=settings.llm_max_tokens,
+    )
+    handle = server.start(policy_host, policy_port)
+    redis = Redis.from_url(settings.resolved_redis_url())
+    publisher = Publisher(sessions, redis, server, handle.base_url)
+    scheduler = None
+    if enqueue:
+        scheduler = Scheduler(
+            create_celery(settings),
+            settings,
+            group_size=config.group_size,
+            target_groups=config.batch_groups * (1 + config.max_staleness),
+            split=split,
+            sampling=sampling,
+            seed=config.seed + done,
+        )
+    loop = TrainLoop(
+        config, options, sessions, backend, publisher, scheduler, step=done, version=version
+    )
+    publisher.publish(version, EndpointStatus.SERVING, str(source))
+    return LocalTrainer(loop, handle, engine, redis, checkpoint.path if checkpoint else None)

@@ -1,0 +1,292 @@
+"""The training loop: wait for complete groups, update, checkpoint, commit, sync, publish.
+
+One step, top to bottom:
+
+1. **wait** - top up the queue (:mod:`trainer.scheduler`) and poll Postgres until
+   ``batch_groups`` complete, untrained groups within ``max_staleness`` exist.
+2. **batch** - load their succeeded rollouts with the LLM calls of the one succeeded
+   attempt, compute advantages within each group, build token-exact samples.
+3. **update** - one policy update of the backend.
+4. **checkpoint** - save step N under ``<data_dir>/trainer/checkpoints`` (atomic).
+5. **commit** - one transaction: the ``train_steps`` row with the metrics, and every
+   rollout of the used groups marked with step N. The marking only touches rollouts that
+   are still unmarked and fails the transaction otherwise, so a group is never trained
+   twice, even by two trainers on one database.
+6. **sync / publish** - publish version v+1 ``paused``, swap the weights into the policy
+   server, publish ``serving``; the phase times are then merged into the step's metrics.
+
+Groups that can never be trained are *retired* in the same transaction: a complete group
+whose oldest call is more than ``max_staleness`` versions old (versions only go up, so it
+stays stale), or with fewer than ``min_group_rollouts`` succeeded rollouts. Their rollouts
+get ``train_step`` = the step that retired them; the step's ``rollouts_used`` counts only
+the rollouts trained on, and ``batch/retired_groups`` how many groups were retired.
+
+Restart: the newest checkpoint whose step was committed is loaded (see
+:mod:`trainer.checkpoints`), its optimizer state included, and numbering continues after
+the last committed step; the restored weights are published again (under a new version
+when anything newer was published meanwhile), so versions only go up.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Rollout, TrainStep
+from app.db.session import session_scope
+from trainer import checkpoints
+from trainer.algorithms import rollout_advantages
+from trainer.batches import Selection
+from trainer.config import TrainerConfig
+from trainer.publish import Publisher, committed_step, next_version, resume_version
+from trainer.ready_groups import load_ready_groups, record_train_step
+from trainer.samples import RolloutRecord, build_samples
+from trainer.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+
+class AlreadyTrainedError(RuntimeError):
+    """Some rollouts of a batch were marked by another step meanwhile; nothing was recorded."""
+
+
+@dataclass
+class LoopOptions:
+    """How the loop runs (the algorithm is in :class:`~trainer.config.TrainerConfig`)."""
+
+    checkpoint_dir: Path
+    """Where step checkpoints go (``<data_dir>/trainer/checkpoints`` by default)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (the newest ones)."""
+    poll_s: float = 1.0
+    """Seconds between looks at Postgres while waiting for complete groups."""
+
+
+@dataclass
+class StepResult:
+    """What one step did; ``metrics`` is what the ``train_steps`` row holds."""
+
+    step: int
+    version: int
+    rollouts: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def batch_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
+    """Reward and success of the rollouts trained on (success = reward 1, as WebShop)."""
+    rewards = [r.reward for r in records]
+    return {
+        "reward/mean": statistics.fmean(rewards) if rewards else 0.0,
+        "reward/std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+        "reward/success": sum(r == 1.0 for r in rewards) / max(len(rewards), 1),
+        "batch/rollouts": float(len(rewards)),
+    }
+
+
+def commit_step(
+    session: Session,
+    step: int,
+    version: int,
+    rollout_ids: Sequence[str],
+    selection: Selection,
+    metrics: dict[str, Any],
+) -> None:
+    """The train step row plus the marking of every rollout of its groups, in ``session``.
+
+    Raises :class:`AlreadyTrainedError` (the caller's transaction rolls back) when a rollout
+    of a selected group is already marked.
+    """
+    groups = [uuid.UUID(g.group_id) for g in selection.selected]
+    retired = [uuid.UUID(g.group_id) for g in selection.discarded]
+    locked = session.execute(
+        select(Rollout.id, Rollout.train_step)
+        .where(Rollout.group_id.in_(groups + retired))
+        .with_for_update()
+    ).all()
+    taken = sum(1 for _, s in locked if s is not None)
+    if taken:
+        raise AlreadyTrainedError(
+            f"step {step}: {taken} rollouts of the batch already belong to another train step"
+        )
+    record_train_step(session, step, version, rollout_ids, metrics)
+    session.execute(
+        update(Rollout)
+        .where(Rollout.group_id.in_(groups + retired), Rollout.train_step.is_(None))
+        .values(train_step=step)
+    )
+
+
+def merge_metrics(session: Session, step: int, extra: dict[str, float]) -> None:
+    """Adds ``extra`` to a committed step's metrics (phase times known only after publish)."""
+    row = session.get(TrainStep, step, with_for_update=True)
+    if row is not None:
+        row.metrics = {**row.metrics, **extra}
+
+
+class TrainLoop:
+    """Owns the backend, the served weights and the step counter; see the module docstring."""
+
+    def __init__(
+        self,
+        config: TrainerConfig,
+        options: LoopOptions,
+        sessions: sessionmaker[Session],
+        backend: Any,
+        publisher: Publisher,
+        scheduler: Scheduler | None,
+        *,
+        step: int,
+        version: int,
+    ) -> None:
+        self.config, self.options, self.sessions = config, options, sessions
+        self.backend, self.publisher, self.scheduler = backend, publisher, scheduler
+        self.step, self.version = step, version
+
+    # --- start / restart ---------------------------------------------------------------
+
+    @staticmethod
+    def resume_point(
+        sessions: sessionmaker[Session], checkpoint_dir: Path
+    ) -> tuple[checkpoints.Checkpoint | None, int, int]:
+        """(checkpoint to load or None, last committed step, version to serve it as)."""
+        with session_scope(sessions) as session:
+            done = committed_step(session)
+            checkpoint = checkpoints.usable_checkpoint(checkpoint_dir, done)
+            version = resume_version(session, checkpoint.version if checkpoint else None)
+        if checkpoint is not None and checkpoint.step < done:
+            logger.warning(
+                "checkpoint of step %d is older than the last committed step %d (steps "
+                "without an update, or removed checkpoints); continuing from its weights",
+                checkpoint.step,
+                done,
+            )
+        return checkpoint, done, version
+
+    def publish_current(self, checkpoint: str | None = None) -> None:
+        """Serve the current weights as the current version (at start and after a restart)."""
+        self.publisher.sync(self.backend.model, self.version, checkpoint)
+
+    # --- one step ----------------------------------------------------------------------
+
+    def wait_for_batch(
+        self, stop: threading.Event, timeout_s: float | None = None
+    ) -> tuple[list[RolloutRecord], Selection] | None:
+        """Poll until a full batch is ready; None when stopped or timed out."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not stop.is_set():
+            if self.scheduler is not None:
+                with session_scope(self.sessions) as session:
+                    self.scheduler.top_up(session)
+            with session_scope(self.sessions) as session:
+                records, selection = load_ready_groups(
+                    session,
+                    self.version,
+                    self.config.max_staleness,
+                    self.config.batch_groups,
+                    self.config.min_group_rollouts,
+                )
+            if len(selection.selected) >= self.config.batch_groups:
+                return records, selection
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            stop.wait(self.options.poll_s)
+        return None
+
+    def train_on(
+        self, records: list[RolloutRecord], selection: Selection, wait_s: float
+    ) -> StepResult:
+        """Steps 2-6 of the module docstring on a ready batch."""
+        times: dict[str, float] = {"time/wait_s": wait_s}
+        started = time.perf_counter()
+        advantages = rollout_advantages(
+            [r.reward for r in records], [r.group_id for r in records], self.config
+        )
+        samples, stats = build_samples(
+            records,
+            {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
+            self.config.sample_mode,
+            self.config.max_sample_tokens,
+        )
+        times["time/batch_s"] = time.perf_counter() - started
+        step = self.step + 1
+        metrics: dict[str, Any] = {
+            **batch_metrics(records),
+            **selection.as_metrics(),
+            **stats.as_metrics(),
+            "batch/retired_groups": float(len(selection.discarded)),
+        }
+        checkpoint_path: str | None = None
+        if samples:
+            with session_scope(self.sessions) as session:
+                version = next_version(session, self.version)
+            started = time.perf_counter()
+            metrics.update(self.backend.update(samples))
+            self.backend.version = version
+            times["time/update_s"] = time.perf_counter() - started
+            started = time.perf_counter()
+            saved = checkpoints.save_checkpoint(
+                self.options.checkpoint_dir, step, version, self.backend
+            )
+            checkpoint_path = str(saved.path)
+            times["time/checkpoint_s"] = time.perf_counter() - started
+        else:  # every sample dropped: the groups are used up, the weights unchanged
+            version = self.version
+            metrics["update/skipped"] = 1.0
+        metrics["policy/version"] = float(version)
+        started = time.perf_counter()
+        with session_scope(self.sessions) as session:
+            rollout_ids = [r.rollout_id for r in records]
+            commit_step(session, step, version, rollout_ids, selection, {**metrics, **times})
+        times["time/commit_s"] = time.perf_counter() - started
+        self.step = step
+        if version != self.version:
+            self.version = version
+            synced = self.publisher.sync(self.backend.model, version, checkpoint_path)
+            times["time/sync_s"], times["time/publish_s"] = synced.sync_s, synced.publish_s
+            checkpoints.prune(self.options.checkpoint_dir, self.options.keep_checkpoints)
+        times["time/step_s"] = sum(v for k, v in times.items() if k != "time/wait_s")
+        with session_scope(self.sessions) as session:
+            merge_metrics(session, step, times)
+        metrics.update(times)
+        logger.info(
+            "step %d -> v%d: reward %.3f success %.2f on %d rollouts (%.1f s)",
+            step,
+            version,
+            metrics["reward/mean"],
+            metrics["reward/success"],
+            len(records),
+            times["time/step_s"],
+        )
+        return StepResult(step, version, len(records), metrics)
+
+    def run(
+        self,
+        steps: int | None = None,
+        stop: threading.Event | None = None,
+        on_step: Callable[[StepResult], None] | None = None,
+        wait_timeout_s: float | None = None,
+    ) -> list[StepResult]:
+        """Train ``steps`` steps (None: until ``stop``); a wait past ``wait_timeout_s`` ends
+        the run early."""
+        stop = stop or threading.Event()
+        results: list[StepResult] = []
+        while not stop.is_set() and (steps is None or len(results) < steps):
+            started = time.perf_counter()
+            ready = self.wait_for_batch(stop, wait_timeout_s)
+            if ready is None:
+                break
+            result = self.train_on(*ready, wait_s=time.perf_counter() - started)
+            results.append(result)
+            if on_step is not None:
+                on_step(result)
+        return results

@@ -1,0 +1,88 @@
+"""Keeps the workers busy: enough GRPO groups enqueued for the next updates.
+
+The target is ``batch_groups x (1 + max_staleness)`` outstanding groups: one batch for
+the next update plus one for every version a group may lag behind. More would only make
+groups that go stale before they are trained; fewer would leave the trainer waiting.
+Postgres is the truth: a group is outstanding while any of its train rollouts is
+``queued`` or ``running`` (a re-queued rollout counts, so a retry never enqueues a second
+group), and the count is re-read on every top-up, so the scheduler needs no state of its
+own and restarts cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery
+from sqlalchemy import distinct, func, select
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.db.models import Rollout
+from workers.enqueue import enqueue_rollouts
+
+logger = logging.getLogger(__name__)
+
+OUTSTANDING = (RolloutStatus.QUEUED, RolloutStatus.RUNNING)
+
+
+def outstanding_groups(session: Session) -> int:
+    """Train groups with at least one rollout still queued or running."""
+    return int(
+        session.scalar(
+            select(func.count(distinct(Rollout.group_id))).where(
+                Rollout.mode == RolloutMode.TRAIN, Rollout.status.in_(OUTSTANDING)
+            )
+        )
+        or 0
+    )
+
+
+@dataclass
+class Scheduler:
+    """Tops up the queue of train groups; call :meth:`top_up` whenever convenient."""
+
+    celery: Celery
+    settings: Settings
+    group_size: int
+    target_groups: int
+    """Groups to keep queued or running: ``batch_groups * (1 + max_staleness)``."""
+    split: str = "train"
+    sampling: dict[str, Any] | None = None
+    """Sampling parameters stored on each rollout (temperature, max_tokens, ...)."""
+    seed: int = 0
+    enqueued_groups: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def missing(self, session: Session) -> int:
+        return max(self.target_groups - outstanding_groups(session), 0)
+
+    def top_up(self, session: Session) -> int:
+        """Enqueue the missing groups in the caller's transaction; jobs go out on commit.
+
+        Returns how many groups were added. The goals are drawn by weight from ``split``
+        (distinct within one top-up).
+        """
+        missing = self.missing(session)
+        if missing == 0:
+            return 0
+        enqueue_rollouts(
+            session,
+            self.celery,
+            split=self.split,
+            count=missing,
+            group_size=self.group_size,
+            mode=RolloutMode.TRAIN.value,
+            sampling=self.sampling,
+            settings=self.settings,
+            seed=self._rng.randrange(2**31),
+        )
+        self.enqueued_groups += missing
+        logger.info("scheduler: enqueued %d groups of %d", missing, self.group_size)
+        return missing

@@ -9,6 +9,7 @@ asks the kernel for SIGTERM when the parent dies (``PR_SET_PDEATHSIG``), so even
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -120,7 +121,5 @@ class Supervisor:
 
 
 def _signal_group(child: Child, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signum)  # the child leads its own group (new session)
-    except (ProcessLookupError, PermissionError):
-        pass

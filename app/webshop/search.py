@@ -211,18 +211,24 @@ class SearchIndex:
                 scores[docs] = 0.0
                 seen[docs] = False
         rest = terms[done:]
+        rest_bounds = bounds[done:]
         if rest:
-            # Only documents that could still reach the current 50th best matter.
-            keep = partial + (remaining * (1 + _EPS) + _EPS) >= theta
-            cand, partial = cand[keep], partial[keep]
             order = np.argsort(cand)
             cand, partial = cand[order], partial[order]
-            for term in rest:
-                start, end = indptr[term], indptr[term + 1]
-                col = indices[start:end]
-                pos = np.minimum(np.searchsorted(col, cand), len(col) - 1)
-                hit = col[pos] == cand
-                partial[hit] += data[start + pos[hit]]
+        for i, term in enumerate(rest):
+            # Only documents that could still reach the current k-th best matter; the
+            # threshold rises and the bound falls with every term, so the set shrinks.
+            slack = remaining * (1 + _EPS) + _EPS
+            if len(cand) > k:
+                theta = float(np.partition(partial, len(cand) - k)[len(cand) - k])
+                keep = partial + slack >= theta
+                cand, partial = cand[keep], partial[keep]
+            start, end = indptr[term], indptr[term + 1]
+            col = indices[start:end]
+            pos = np.minimum(np.searchsorted(col, cand), len(col) - 1)
+            hit = col[pos] == cand
+            partial[hit] += data[start + pos[hit]]
+            remaining -= rest_bounds[i]
         return _top_k(cand, partial, k)
 
     def search_exhaustive(self, query: str, k: int = TOP_K) -> list[int]:

@@ -32,7 +32,9 @@ def add_group(
     (the second extends the first, so trajectory mode joins them)."""
     ensure_goal(session, goal_id)
     group = uuid.uuid4()
-    rewards = list(rewards) if rewards is not None else [1.0 - 0.5 * i for i in range(len(statuses))]
+    rewards = (
+        list(rewards) if rewards is not None else [1.0 - 0.5 * i for i in range(len(statuses))]
+    )
     for i, status in enumerate(statuses):
         done = status == S
         rollout = Rollout(

@@ -17,7 +17,7 @@ from app.db import migrate
 from app.db.lifecycle import PolicyVersionStatus
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from helpers.training_rows import F, R, S, add_group, finish_running
+from tests.helpers.training_rows import F, R, S, add_group, finish_running
 from trainer import checkpoints
 from trainer.config import TrainerConfig
 from trainer.local_run import LocalTrainer, start_local_trainer
@@ -78,7 +78,7 @@ def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
         pubsub = client.pubsub()
         pubsub.subscribe(ENDPOINT_CHANNEL)
         pubsub.get_message(timeout=1.0)  # the subscription confirmation
-        [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
+        [_] = trainer.loop.run(steps=1, wait_timeout_s=10)
         announced = []
         while (message := pubsub.get_message(timeout=1.0)) is not None:
             announced.append(json.loads(message["data"]))
@@ -119,10 +119,14 @@ def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
             assert step.metrics["reward/mean"] == pytest.approx(0.75)
             assert step.metrics["reward/success"] == pytest.approx(0.5)
             assert step.metrics["batch/retired_groups"] == 2.0
-            statuses = dict(session.execute(select(PolicyVersion.version, PolicyVersion.status)).all())
+            statuses = dict(
+                session.execute(select(PolicyVersion.version, PolicyVersion.status)).all()
+            )
             assert statuses[7] == PolicyVersionStatus.ACTIVE
             assert statuses[6] == statuses[5] == PolicyVersionStatus.RETIRED
-        assert [c.step for c in checkpoints.list_checkpoints(trainer.loop.options.checkpoint_dir)] == [1]
+        assert [
+            c.step for c in checkpoints.list_checkpoints(trainer.loop.options.checkpoint_dir)
+        ] == [1]
 
         # Nothing left to train: the used groups are never pulled again.
         assert trainer.loop.run(steps=1, wait_timeout_s=0.5) == []
@@ -181,9 +185,10 @@ def test_another_trainer_marking_first_rolls_the_step_back(
     ids = [r.rollout_id for r in records]
     with session_scope(sessions) as session:
         commit_step(session, 1, 1, ids, selection, {})
-    with pytest.raises(AlreadyTrainedError, match="already belong"), session_scope(
-        sessions
-    ) as session:
+    with (
+        pytest.raises(AlreadyTrainedError, match="already belong"),
+        session_scope(sessions) as session,
+    ):
         commit_step(session, 2, 2, ids, selection, {})
     with session_scope(sessions) as session:
         assert session.get(TrainStep, 2) is None

@@ -1,0 +1,204 @@
+"""``wsrl dev``: the whole pipeline on this machine, in the foreground.
+
+Starts (or reuses) the embedded PostgreSQL and Redis and migrates the database, builds
+the tiny policy if it is not cached, then runs as child processes: the WebShop env
+server, the API, one Celery worker (threads), Flower, the reconciler loop and the
+trainer (local backend). It prints a progress line while waiting and one line per train
+step. Ctrl-C stops every child it started (see :mod:`app.supervisor`); running it again
+resumes training from the last checkpoint. Child logs: ``<data_dir>/logs/dev/``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import typer
+from rich.console import Console
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, soft_wrap=True)
+WSRL = [sys.executable, "-m", "app.cli"]
+PROGRESS_EVERY_S = 10.0
+POLL_S = 1.0
+
+
+class _Stop(Exception):
+    """SIGTERM/SIGINT arrived."""
+
+
+def _fail(message: object) -> typer.Exit:
+    err_console.print(f"[red]Error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def _port(url: str) -> int:
+    return urlsplit(url).port or 80
+
+
+def _check_ports(settings) -> None:
+    from app.embedded.ports import port_is_free
+
+    wanted = {
+        "WSRL_ENV_URL": _port(settings.env_url),
+        "WSRL_API_URL": _port(settings.api_url),
+        "WSRL_FLOWER_PORT": settings.flower_port,
+    }
+    for setting, port in wanted.items():
+        if not port_is_free(port):
+            raise _fail(
+                f"port {port} is in use (another `wsrl dev`?); stop it or set {setting} "
+                "to a free port"
+            )
+
+
+def _http_ok(url: str):
+    import httpx
+
+    def ready(_child) -> bool:
+        try:
+            return httpx.get(url, timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return ready
+
+
+def _log_says(text: str):
+    def ready(child) -> bool:
+        path = child.log_path
+        return path.exists() and text in path.read_text(errors="replace")
+
+    return ready
+
+
+def dev(
+    model: Annotated[
+        Path | None, typer.Option(help="Policy checkpoint; default: the bootstrapped tiny one.")
+    ] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Threads of the Celery worker.")] = 16,
+    group_size: Annotated[int, typer.Option(min=2, help="Rollouts per GRPO group.")] = 4,
+    batch_groups: Annotated[int, typer.Option(min=1, help="Groups per update.")] = 4,
+    max_staleness: Annotated[int, typer.Option(min=0, help="Versions a group may lag.")] = 1,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Stop everything after N train steps.")
+    ] = None,
+) -> None:
+    """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
+    from app.config import get_settings
+    from app.supervisor import ChildFailed, Supervisor
+
+    started = time.monotonic()
+    settings = get_settings()
+    _prepare(settings)
+    _check_ports(settings)
+    if model is None:
+        from app.commands.train import ensure_tiny_policy
+
+        model = ensure_tiny_policy(settings.data_dir)
+    supervisor = Supervisor(settings.data_dir / "logs" / "dev")
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupt(*_: object) -> None:
+        raise _Stop
+
+    for signum in previous:
+        signal.signal(signum, interrupt)
+    code = 0
+    try:
+        _start_children(
+            supervisor, settings, model, threads, group_size, batch_groups, max_staleness, steps
+        )
+        console.print(
+            f"[bold]webshop-rl dev[/bold] up in {time.monotonic() - started:.0f}s: "
+            f"env {settings.env_url}, API {settings.api_url}/docs, "
+            f"Flower http://127.0.0.1:{settings.flower_port} (user wsrl), "
+            f"logs {supervisor.log_dir}; Ctrl-C stops everything"
+        )
+        _monitor(supervisor, settings, started)
+    except _Stop:
+        console.print("stopping ...")
+    except ChildFailed as exc:
+        err_console.print(f"[red]Error:[/red] {exc}")
+        code = 1
+    finally:
+        for signum in previous:
+            signal.signal(signum, signal.SIG_IGN)
+        supervisor.stop_all()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    console.print("all dev processes stopped")
+    raise typer.Exit(code)
+
+
+def _prepare(settings) -> None:
+    """Embedded services (kept when running) and the schema at head."""
+    from app.db import migrate
+    from app.embedded.ports import PortInUseError
+    from app.embedded.services import start_services
+
+    try:
+        for report in start_services(settings):
+            console.print(f"{report.name}: {report.state}")
+        migrate.upgrade(settings.resolved_database_url())
+    except (PortInUseError, migrate.MigrationError) as exc:
+        raise _fail(exc) from exc
+
+
+def _start_children(
+    supervisor, settings, model: Path, threads, group_size, batch_groups, max_staleness, steps
+) -> None:
+    env = supervisor.start("env", [*WSRL, "env", "serve", "--port", str(_port(settings.env_url))])
+    supervisor.wait_ready(env, _http_ok(f"{settings.env_url}/health"), timeout_s=300)
+    api = supervisor.start("api", [*WSRL, "api", "serve", "--port", str(_port(settings.api_url))])
+    worker = supervisor.start(
+        "worker", [*WSRL, "worker", "-c", str(threads), "-Q", "rollouts,eval", "--name", "dev"]
+    )
+    supervisor.start("flower", [*WSRL, "flower"])
+    supervisor.start("reconciler", [*WSRL, "reconcile"])
+    supervisor.wait_ready(api, _http_ok(f"{settings.api_url}/health"))
+    supervisor.wait_ready(worker, _log_says(" ready."))
+    trainer_args = [
+        *WSRL, "train", "--backend", "local", "--model", str(model),
+        "--group-size", str(group_size), "--batch-groups", str(batch_groups),
+        "--max-staleness", str(max_staleness),
+    ]  # fmt: skip
+    if steps is not None:
+        trainer_args += ["--steps", str(steps)]
+    trainer = supervisor.start("trainer", trainer_args)
+    supervisor.wait_ready(trainer, _log_says("trainer: policy"), timeout_s=300)
+
+
+def _monitor(supervisor, settings, started: float) -> None:
+    """Print progress until a child exits (the trainer ending after --steps is normal)."""
+    from app.db.session import make_engine, make_sessionmaker
+    from app.devprogress import Progress
+
+    engine = make_engine(settings, pool_size=1)
+    progress = Progress(make_sessionmaker(engine), datetime.now().astimezone())
+    last = 0.0
+    try:
+        while True:
+            for line in progress.new_step_lines():
+                console.print(line)
+            if time.monotonic() - last >= PROGRESS_EVERY_S:
+                console.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
+                last = time.monotonic()
+            trainer = next(c for c in supervisor.children if c.name == "trainer")
+            if not trainer.alive() and trainer.proc.returncode == 0:
+                for line in progress.new_step_lines():
+                    console.print(line)
+                return
+            supervisor.check()
+            time.sleep(POLL_S)
+    finally:
+        engine.dispose()
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("dev")(dev)

@@ -1,0 +1,92 @@
+"""``wsrl report``: reward and success by policy version, from Postgres, as a PNG.
+
+Read from the ``policy_performance`` view (episodes that ran to the end, by the newest
+policy version they saw): train and eval rollouts are drawn as separate lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def performance_rows(session: Any) -> list[dict[str, Any]]:
+    """One row per (policy version, mode) with episodes, mean reward and success rate."""
+    from sqlalchemy import text
+
+    result = session.execute(
+        text(
+            "SELECT policy_version, mode, episodes, mean_reward, success_rate "
+            "FROM policy_performance WHERE policy_version IS NOT NULL AND episodes > 0 "
+            "ORDER BY mode, policy_version"
+        )
+    )
+    return [dict(row._mapping) for row in result]
+
+
+def plot(rows: list[dict[str, Any]], out: Path) -> None:
+    """Two panels (mean reward, success rate) against the policy version, one line per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (reward_ax, success_ax) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for mode in sorted({r["mode"] for r in rows}):
+        mine = [r for r in rows if r["mode"] == mode]
+        versions = [r["policy_version"] for r in mine]
+        label = f"{mode} ({sum(r['episodes'] for r in mine)} episodes)"
+        reward_ax.plot(versions, [float(r["mean_reward"]) for r in mine], marker="o", label=label)
+        success_ax.plot(
+            versions, [100 * float(r["success_rate"]) for r in mine], marker="o", label=label
+        )
+    reward_ax.set(xlabel="policy version", ylabel="mean reward", title="Reward by policy version")
+    success_ax.set(xlabel="policy version", ylabel="success (%)", title="Success by policy version")
+    for ax in (reward_ax, success_ax):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=110)
+    plt.close(figure)
+
+
+def report(
+    out: Annotated[Path, typer.Option(help="PNG file to write.")] = Path("report.png"),
+) -> None:
+    """Plot reward and success by policy version (train and eval) into OUT."""
+    from app.config import ServicesNotRunningError, get_settings
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+
+    try:
+        engine = make_engine(get_settings())
+    except ServicesNotRunningError as exc:
+        err_console.print(f"[red]Error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            rows = performance_rows(session)
+    finally:
+        engine.dispose()
+    if not rows:
+        err_console.print(
+            "[red]Error:[/red] no finished rollouts with a policy version yet; run "
+            "`wsrl dev` (or workers + `wsrl train`) first"
+        )
+        raise typer.Exit(1)
+    plot(rows, out)
+    for row in rows:
+        console.print(
+            f"{row['mode']:5s} v{row['policy_version']}: {row['episodes']} episodes, "
+            f"reward {float(row['mean_reward']):.3f}, success {float(row['success_rate']):.1%}"
+        )
+    console.print(f"wrote {out}")
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("report")(report)

@@ -1,0 +1,64 @@
+"""What ``wsrl dev`` prints: a rollout summary and one line per new train step, from Postgres."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.lifecycle import RolloutMode
+from app.db.models import Rollout, TrainStep
+from app.db.session import session_scope
+
+
+class Progress:
+    """Remembers the last step it printed; episodes/s counts train rollouts finished since."""
+
+    def __init__(self, sessions: sessionmaker[Session], since: datetime) -> None:
+        self.sessions = sessions
+        self.since = since
+        with session_scope(sessions) as session:
+            self.last_step = int(session.scalar(select(func.max(TrainStep.step))) or 0)
+
+    def summary(self) -> str:
+        with session_scope(self.sessions) as session:
+            counts = dict(
+                session.execute(
+                    select(Rollout.status, func.count())
+                    .where(Rollout.mode == RolloutMode.TRAIN)
+                    .group_by(Rollout.status)
+                ).all()
+            )
+            trained = session.scalar(select(func.count()).where(Rollout.train_step.is_not(None)))
+        parts = [f"{status} {counts.get(status, 0)}" for status in ("queued", "running")]
+        parts += [f"succeeded {counts.get('succeeded', 0)}", f"failed {counts.get('failed', 0)}"]
+        return f"train rollouts: {', '.join(parts)}; used by train steps {trained}"
+
+    def new_step_lines(self) -> list[str]:
+        with session_scope(self.sessions) as session:
+            steps = session.scalars(
+                select(TrainStep).where(TrainStep.step > self.last_step).order_by(TrainStep.step)
+            ).all()
+            lines = []
+            for step in steps:
+                finished = session.scalar(
+                    select(func.count()).where(
+                        Rollout.mode == RolloutMode.TRAIN,
+                        Rollout.finished_at > self.since,
+                        Rollout.finished_at <= step.created_at,
+                    )
+                )
+                elapsed = max((step.created_at - self.since).total_seconds(), 1e-6)
+                lines.append(format_step(step, (finished or 0) / elapsed))
+                self.since, self.last_step = step.created_at, step.step
+        return lines
+
+
+def format_step(step: TrainStep, episodes_per_s: float) -> str:
+    m = step.metrics or {}
+    return (
+        f"step {step.step:4d}  v{step.policy_version}  reward {m.get('reward/mean', 0.0):.3f}  "
+        f"success {m.get('reward/success', 0.0):6.1%}  episodes/s {episodes_per_s:5.2f}  "
+        f"step time {m.get('time/step_s', 0.0):.1f}s (wait {m.get('time/wait_s', 0.0):.1f}s)"
+    )

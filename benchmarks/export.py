@@ -87,6 +87,8 @@ def load(
                          logprobs, "stop")
                     )  # fmt: skip
         conn.commit()
+    with psycopg.connect(libpq, autocommit=True) as conn:
+        conn.execute("ANALYZE")  # what autovacuum does soon after a bulk load
 
 
 def run_export(database_url: str, args: list[str]) -> tuple[float, float, str]:

@@ -32,6 +32,16 @@ def queries_for(env, n: int) -> list[str]:  # type: ignore[no-untyped-def]
     return [env.goals[i].instruction for i in range(min(n, len(env.goals)))]
 
 
+def memory_now() -> dict[str, float]:
+    """Resident memory split into private (anonymous) and file-backed (mmap) pages, MB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("RssAnon", "RssFile"):
+            fields[f"{key.lower()}_mb"] = round(int(value.split()[0]) / 1024, 1)
+    return fields
+
+
 def measure(products: int, cache_dir: Path, n_queries: int) -> dict:
     """Runs in a fresh process: start-up from cache, query latency, peak RSS."""
     t0 = time.perf_counter()
@@ -39,6 +49,7 @@ def measure(products: int, cache_dir: Path, n_queries: int) -> dict:
 
     env = WebShopEnv.load(num_products=products, cache_dir=cache_dir, noun_tagger="rules")
     startup = time.perf_counter() - t0
+    after_load = memory_now()
     queries = queries_for(env, n_queries)
     env.search(queries[0])
     times = []
@@ -53,6 +64,8 @@ def measure(products: int, cache_dir: Path, n_queries: int) -> dict:
         "search_p50_ms": round(percentile(times, 0.5), 3),
         "search_p99_ms": round(percentile(times, 0.99), 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "after_load": after_load,
+        "after_queries": memory_now(),
     }
 
 

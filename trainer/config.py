@@ -59,7 +59,9 @@ class TrainerConfig:
     # --- samples ---------------------------------------------------------------------------
     sample_mode: str = "trajectory"
     """``transition``: one sample per LLM call; ``trajectory``: an episode's turns joined
-    into one sample while each prompt extends the previous prompt + response."""
+    into one sample while each prompt extends the previous prompt + response (the default
+    agent rebuilds its prompt every step, so there every turn is its own sample and
+    ``samples/prefix_mismatches`` counts the turns)."""
     max_sample_tokens: int = 2048
     """Samples longer than this (prompt + responses) are dropped and counted."""
 

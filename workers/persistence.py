@@ -101,6 +101,22 @@ def _lock_rollout(session: Session, rollout_id: uuid.UUID) -> Rollout | None:
     return session.get(Rollout, rollout_id, with_for_update=True, populate_existing=True)
 
 
+def _lock_attempt(session: Session, attempt_id: int) -> tuple[Attempt, Rollout]:
+    """The attempt, read after locking its rollout (the lock every status change takes)."""
+    owner = select(Attempt.rollout_id).where(Attempt.id == attempt_id).scalar_subquery()
+    rollout = session.scalar(
+        select(Rollout)
+        .where(Rollout.id == owner)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if rollout is None:
+        raise LookupError(f"attempt {attempt_id} does not exist")
+    attempt = session.get(Attempt, attempt_id, populate_existing=True)
+    assert attempt is not None  # its rollout exists and is locked
+    return attempt, rollout
+
+
 def _running_attempts(session: Session, rollout_id: uuid.UUID) -> Sequence[Attempt]:
     return session.scalars(
         select(Attempt).where(
@@ -114,21 +130,25 @@ def start_attempt(
 ) -> AttemptStart | None:
     """Open attempt ``previous + 1`` for this delivery, or None when there is nothing to run.
 
-    None when the rollout is missing or finished (a duplicate delivery is a no-op), or
-    when its attempts are used up (then the rollout is failed here). A ``running``
-    attempt left by an earlier delivery is marked ``lost``: its worker died or its message
-    was delivered twice, and its rows must never reach training.
+    None when the rollout is missing or finished, or when another attempt is running and
+    alive (its worker's heartbeat keeps ``deadline_at`` in the future): both are duplicate
+    deliveries and a no-op. None also when the attempts are used up (the rollout is failed
+    here). A ``running`` attempt whose heartbeat stopped is marked ``lost``: its worker
+    died, and its rows must never reach training.
     """
     rollout = _lock_rollout(session, rollout_id)
     if rollout is None or rollout.status in FINAL_ROLLOUT_STATUSES:
         return None
-    previous = session.scalar(
-        select(func.coalesce(func.max(Attempt.number), 0)).where(Attempt.rollout_id == rollout_id)
-    )
-    number = int(previous or 0) + 1
-    for stale in _running_attempts(session, rollout_id):
+    running = _running_attempts(session, rollout_id)
+    if running and rollout.deadline_at is not None:
+        if session.scalar(select(func.now() < rollout.deadline_at)):
+            return None
+    # ``attempts`` is the highest attempt number: only this function opens attempts.
+    previous = rollout.attempts
+    number = previous + 1
+    for stale in running:
         _set_attempt_status(stale, AttemptStatus.LOST)
-        stale.error = f"superseded by attempt {number} (job delivered again)"
+        stale.error = f"superseded by attempt {number}: no worker heartbeat (worker died)"
         stale.finished_at = func.now()
     if number > rollout.max_attempts:
         reason = rollout.last_error or "attempt lost"
@@ -168,6 +188,10 @@ def write_rows(session: Session, attempt_id: int, rows: PendingRows) -> None:
     )
     if status != AttemptStatus.RUNNING:
         raise AttemptSuperseded(f"attempt {attempt_id} is {status}, not running")
+    _insert_rows(session, attempt_id, rows)
+
+
+def _insert_rows(session: Session, attempt_id: int, rows: PendingRows) -> None:
     if rows.steps:
         session.execute(
             insert(Step)
@@ -199,12 +223,8 @@ def finish_attempt(
     ``success`` is ``reward == 1.0``; the policy versions seen come from the attempt's
     recorded LLM calls.
     """
-    attempt = session.get(Attempt, attempt_id)
-    if attempt is None:
-        raise LookupError(f"attempt {attempt_id} does not exist")
-    rollout = _lock_rollout(session, attempt.rollout_id)
-    session.refresh(attempt)
-    if rollout is None or attempt.status != AttemptStatus.RUNNING:
+    attempt, rollout = _lock_attempt(session, attempt_id)
+    if attempt.status != AttemptStatus.RUNNING:
         return False
     if rollout.status in FINAL_ROLLOUT_STATUSES:
         _set_attempt_status(attempt, AttemptStatus.FAILED)
@@ -212,7 +232,7 @@ def finish_attempt(
         attempt.finished_at = func.now()
         session.flush()
         return False
-    write_rows(session, attempt_id, rows)
+    _insert_rows(session, attempt_id, rows)
     low, high = session.execute(
         select(func.min(LlmCall.policy_version), func.max(LlmCall.policy_version)).where(
             LlmCall.attempt_id == attempt_id
@@ -252,17 +272,12 @@ def fail_attempt(
     failed attempt is never trained on). When the attempt was already superseded nothing
     changes and no retry is asked.
     """
-    attempt = session.get(Attempt, attempt_id)
-    if attempt is None:
-        raise LookupError(f"attempt {attempt_id} does not exist")
-    rollout = _lock_rollout(session, attempt.rollout_id)
-    session.refresh(attempt)
-    assert rollout is not None  # attempts cascade-delete with their rollout
+    attempt, rollout = _lock_attempt(session, attempt_id)
     mode = str(rollout.mode)
     if attempt.status != AttemptStatus.RUNNING:
         return FailureDecision(False, mode, str(rollout.status), superseded=True)
     if rows:
-        write_rows(session, attempt_id, rows)
+        _insert_rows(session, attempt_id, rows)
     _set_attempt_status(attempt, AttemptStatus.FAILED)
     attempt.error = reason
     attempt.finished_at = func.now()

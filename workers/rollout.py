@@ -2,9 +2,10 @@
 
 Idempotent and safe to deliver more than once (jobs are acknowledged late):
 
-- a finished rollout is a no-op;
-- every delivery opens a new attempt (previous + 1); an attempt left ``running`` by an
-  earlier delivery is marked ``lost`` and its rows are never used for training;
+- a finished rollout is a no-op, and so is a rollout whose running attempt is alive
+  (its worker's heartbeat keeps the deadline ahead): that message is a duplicate;
+- otherwise every delivery opens a new attempt (previous + 1); an attempt left
+  ``running`` by a dead worker is marked ``lost`` and its rows are never used for training;
 - a failed attempt (LLM unavailable, env error, budget exceeded, ...) is recorded with
   its reason and the rollout is queued again until ``max_attempts``, then failed.
 """
@@ -59,7 +60,8 @@ def sampling_from(settings_sampling: Sampling, overrides: dict[str, Any] | None)
 
 def retry_delay_s(backoff_s: float, attempt_number: int) -> float:
     """Exponential: ``backoff_s * 2 ** (number - 1)``, so retries outlast a short outage
-    (an env server restarting) instead of burning every attempt in a second."""
+    (an env server restarting) instead of burning every attempt in a second. The caller
+    caps it at half the broker's visibility timeout."""
     return backoff_s * 2 ** (attempt_number - 1)
 
 
@@ -88,7 +90,10 @@ def execute_rollout(runtime: WorkerRuntime, celery: Celery, rollout_id: uuid.UUI
             session, rollout_id, worker=runtime.worker, liveness_s=liveness_s(settings)
         )
     if start is None:
-        logger.info("rollout %s: finished or out of attempts; nothing to run", rollout_id)
+        logger.info(
+            "rollout %s: finished, out of attempts or running elsewhere; nothing to run",
+            rollout_id,
+        )
         return Outcome.NOOP
     publisher = LogPublisher(
         runtime.redis,
@@ -185,7 +190,12 @@ def _record_failure(
         )
         if decision.retry:
             jobs = [(start.rollout_id, decision.mode)]
-            delay = retry_delay_s(runtime.settings.retry_backoff_s, start.number)
+            # Redis hands an ETA message held longer than the visibility timeout to a
+            # second worker, so the delay stays well below it.
+            delay = min(
+                retry_delay_s(runtime.settings.retry_backoff_s, start.number),
+                runtime.limits.visibility_s / 2,
+            )
             on_commit(session, lambda: send_after_commit(celery, jobs, countdown=delay))
     if decision.superseded:
         return Outcome.SUPERSEDED

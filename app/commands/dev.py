@@ -120,6 +120,8 @@ def dev(
             f"Flower http://127.0.0.1:{settings.flower_port} (user wsrl), "
             f"logs {supervisor.log_dir}; Ctrl-C stops everything"
         )
+        pids = ", ".join(f"{c.name} {c.pid}" for c in supervisor.children)
+        console.print(f"processes (pid): {pids}")
         _monitor(supervisor, settings, started)
     except _Stop:
         console.print("stopping ...")

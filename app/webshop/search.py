@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 TOP_K = 50
 _EPS = 1e-5
+COLMAX_FILE = "colmax.npy"
 K1 = 0.9
 B = 0.4
 # Lucene's English stop words (StandardAnalyzer's default set).
@@ -91,13 +92,14 @@ class SearchIndex:
         indices: np.ndarray,
         indptr: np.ndarray,
         num_docs: int,
+        colmax: np.ndarray | None = None,
     ) -> None:
         self._vocab = vocab
         self._data = np.asarray(data)
         self._indices = np.asarray(indices)
         self._indptr = np.asarray(indptr, dtype=np.int64)
         self._lengths = np.diff(self._indptr)
-        self._colmax = column_maxima(self._data, self._indptr)
+        self._colmax = colmax if colmax is not None else column_maxima(self._data, self._indptr)
         self.num_docs = num_docs
         self._local = threading.local()
 
@@ -130,6 +132,8 @@ class SearchIndex:
         tmp.chmod(0o755)
         try:
             model.save(tmp, show_progress=False)
+            indptr = np.asarray(model.scores["indptr"], dtype=np.int64)
+            np.save(tmp / COLMAX_FILE, column_maxima(np.asarray(model.scores["data"]), indptr))
             try:
                 tmp.rename(path)
             except OSError:
@@ -144,12 +148,15 @@ class SearchIndex:
 
         model = bm25s.BM25.load(path, mmap=True, show_progress=False, verbosity=0)
         scores = model.scores
+        colmax_path = path / COLMAX_FILE
+        colmax = np.load(colmax_path) if colmax_path.exists() else None
         return cls(
             model.vocab_dict,
             scores["data"],
             scores["indices"],
             scores["indptr"],
             int(scores["num_docs"]),
+            colmax,
         )
 
     @classmethod
@@ -164,12 +171,12 @@ class SearchIndex:
         ids = [self._vocab[t] for t in tokenize(query) if t in self._vocab]
         return sorted(ids, key=lambda t: (int(self._lengths[t]), t))
 
-    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
-        local = self._local
-        if getattr(local, "scores", None) is None:
-            local.scores = np.zeros(self.num_docs, dtype=np.float32)
-            local.seen = np.zeros(self.num_docs, dtype=bool)
-        return local.scores, local.seen
+    def _buffer(self) -> np.ndarray:
+        """This thread's score buffer, all zeros between queries."""
+        scores = getattr(self._local, "scores", None)
+        if scores is None:
+            scores = self._local.scores = np.zeros(self.num_docs, dtype=np.float32)
+        return scores
 
     def search(self, query: str, k: int = TOP_K) -> list[int]:
         """Product indices of the best ``k`` matches, best first; [] when nothing matches.
@@ -182,7 +189,7 @@ class SearchIndex:
         indptr, indices, data = self._indptr, self._indices, self._data
         bounds = [float(self._colmax[t]) for t in terms]
         remaining = sum(bounds)
-        scores, seen = self._buffers()
+        scores = self._buffer()
         new_docs: list[np.ndarray] = []
         n_cand = 0
         done = 0
@@ -191,9 +198,10 @@ class SearchIndex:
             for term, bound in zip(terms, bounds, strict=True):
                 start, end = indptr[term], indptr[term + 1]
                 idx = indices[start:end]
-                scores[idx] += data[start:end]
-                fresh = idx[~seen[idx]]
-                seen[fresh] = True
+                current = scores[idx]
+                # Every BM25 contribution is > 0, so a zero marks a document not seen yet.
+                fresh = idx[current == 0]
+                scores[idx] = current + data[start:end]
                 new_docs.append(fresh)
                 n_cand += len(fresh)
                 remaining -= bound
@@ -209,12 +217,8 @@ class SearchIndex:
         finally:
             for docs in new_docs:
                 scores[docs] = 0.0
-                seen[docs] = False
         rest = terms[done:]
         rest_bounds = bounds[done:]
-        if rest:
-            order = np.argsort(cand)
-            cand, partial = cand[order], partial[order]
         for i, term in enumerate(rest):
             # Only documents that could still reach the current k-th best matter; the
             # threshold rises and the bound falls with every term, so the set shrinks.
@@ -223,6 +227,9 @@ class SearchIndex:
                 theta = float(np.partition(partial, len(cand) - k)[len(cand) - k])
                 keep = partial + slack >= theta
                 cand, partial = cand[keep], partial[keep]
+            if i == 0:
+                order = np.argsort(cand)  # binary search needs sorted documents
+                cand, partial = cand[order], partial[order]
             start, end = indptr[term], indptr[term + 1]
             col = indices[start:end]
             pos = np.minimum(np.searchsorted(col, cand), len(col) - 1)

@@ -30,6 +30,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> WebShopEnv:
     return WebShopEnv.load(cache_dir=tmp_path_factory.mktemp("catalog"))
 
 
+@pytest.fixture(scope="module")
+def built(env: WebShopEnv, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("tiny") / "a"
+    return out, bootstrap(env, out, TINY)
+
+
 def test_too_many_episodes_is_a_clear_error(env: WebShopEnv, tmp_path: Path) -> None:
     config = BootstrapConfig(episodes=len(env.goal_ids("train")) + 1)
     with pytest.raises(ValueError, match="lower --episodes"):
@@ -45,9 +51,9 @@ def test_oracle_demonstrations_are_parseable_agent_prompts(env: WebShopEnv) -> N
     assert demos[0].messages[1]["content"].startswith("Instruction:")
 
 
-def test_demonstration_sample_masks_only_the_action(env: WebShopEnv, tmp_path: Path) -> None:
-    manifest = bootstrap(env, tmp_path / "p", TINY)
-    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "p"))
+def test_demonstration_sample_masks_only_the_action(env: WebShopEnv, built) -> None:
+    out, manifest = built
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
     demo = demonstrations.oracle_episode(env, env.goal_ids("train")[1], 15)[0]
     sample = demonstrations.to_sample(demo, tokenizer)
     generated = [t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
@@ -57,32 +63,31 @@ def test_demonstration_sample_masks_only_the_action(env: WebShopEnv, tmp_path: P
 
 
 def test_bootstrap_writes_loadable_cached_reproducible_checkpoint(
-    env: WebShopEnv, tmp_path: Path
+    env: WebShopEnv, built, tmp_path: Path
 ) -> None:
-    first = bootstrap(env, tmp_path / "a", TINY)
+    out, first = built
     assert first["cached"] is False and first["parameters"] > 0
-    assert bootstrap(env, tmp_path / "a", TINY)["cached"] is True
+    assert bootstrap(env, out, TINY)["cached"] is True
     bootstrap(env, tmp_path / "b", TINY)
-    a = AutoModelForCausalLM.from_pretrained(str(tmp_path / "a"))
+    a = AutoModelForCausalLM.from_pretrained(str(out))
     b = AutoModelForCausalLM.from_pretrained(str(tmp_path / "b"))
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
-    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "a"))
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
     )
     assert text == "<|im_start|><|user|>\nhi<|im_end|>\n<|im_start|><|assistant|>\n"
-    assert cached_manifest(tmp_path / "a", replace(TINY, seed=4)) is None
+    assert cached_manifest(out, replace(TINY, seed=4)) is None
 
 
-def test_inprocess_evaluation_plays_episodes(env: WebShopEnv, tmp_path: Path) -> None:
-    bootstrap(env, tmp_path / "p", TINY)
-    model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "p"))
-    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "p"))
-    goals = env.goal_ids("test")[:3]
+def test_inprocess_evaluation_plays_episodes(env: WebShopEnv, built) -> None:
+    model = AutoModelForCausalLM.from_pretrained(str(built[0]))
+    tokenizer = AutoTokenizer.from_pretrained(str(built[0]))
+    goals = env.goal_ids("test")[:2]
     result = evaluate(model, tokenizer, env, goals, temperature=1.0, max_steps=2, max_tokens=8)
-    assert len(result.rewards) == 3
-    assert 3 <= result.steps <= 6
+    assert len(result.rewards) == 2
+    assert 2 <= result.steps <= 4
     assert 0.0 <= result.success_rate <= 1.0
 
 

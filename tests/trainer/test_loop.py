@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from helpers.training_rows import F, R, S, add_group, finish_running
 from sqlalchemy import select
 
 from app.config import Settings
@@ -17,7 +18,6 @@ from app.db import migrate
 from app.db.lifecycle import PolicyVersionStatus
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from tests.helpers.training_rows import F, R, S, add_group, finish_running
 from trainer import checkpoints
 from trainer.config import TrainerConfig
 from trainer.local_run import LocalTrainer, start_local_trainer

@@ -80,3 +80,27 @@ def test_index_is_cached_and_reused(tmp_path: Path) -> None:
     assert (compiled / "index" / "params.index.json").stat().st_mtime_ns == stamp
     [hit] = again.search("matcha")
     assert again.product(hit).asin == "B000000007"
+
+
+def test_pruned_search_equals_exhaustive_scoring(tmp_path: Path) -> None:
+    env = WebShopEnv.load(num_products=300, cache_dir=tmp_path, noun_tagger="rules")
+    queries = [g.instruction for g in env.goals[:400]] + [g.name for g in env.goals[:100]]
+    queries += ["size", "size size count", "with and the", "zzzz"]
+    for q in queries:
+        assert env.index.search(q) == env.index.search_exhaustive(q), q
+    assert env.index.search("size", k=5) == env.index.search_exhaustive("size", k=5)
+
+
+def test_ties_are_broken_by_document_order(tmp_path: Path) -> None:
+    docs = [replace(BASE, asin=f"B{i}", name="same mug") for i in range(80)]
+    SearchIndex.build(docs, tmp_path / "ix")
+    assert SearchIndex.load(tmp_path / "ix").search("mug") == list(range(50))
+
+
+def test_search_buffer_is_clean_between_queries(tmp_path: Path) -> None:
+    docs = [replace(BASE, asin=f"B{i}", name=f"mug {i % 7} plate {i % 3}") for i in range(200)]
+    SearchIndex.build(docs, tmp_path / "ix")
+    index = SearchIndex.load(tmp_path / "ix")
+    first = index.search("mug 3 plate")
+    index.search("plate 2")
+    assert index.search("mug 3 plate") == first

@@ -55,20 +55,42 @@ def _start(session: Session, rollout: Rollout):
     return start
 
 
+def _worker_died(session: Session, rollout: Rollout) -> None:
+    """The heartbeat stopped: the running attempt's deadline is in the past."""
+    rollout.deadline_at = datetime.now(UTC) - timedelta(hours=1)
+    session.flush()
+
+
+def _restart(session: Session, rollout: Rollout):
+    _worker_died(session, rollout)
+    return _start(session, rollout)
+
+
 def test_start_attempt_numbers_attempts_and_marks_previous_running_lost(
     db_session: Session, rollout: Rollout
 ) -> None:
     first = _start(db_session, rollout)
-    second = _start(db_session, rollout)
+    second = _restart(db_session, rollout)
     assert (first.number, second.number) == (1, 2)
     old = db_session.get(Attempt, first.attempt_id)
     db_session.refresh(old)
     assert old.status == AttemptStatus.LOST
-    assert "superseded by attempt 2" in old.error
+    assert "superseded by attempt 2: no worker heartbeat" in old.error
     db_session.refresh(rollout)
     assert rollout.status == RolloutStatus.RUNNING
     assert rollout.attempts == 2
     assert rollout.deadline_at is not None
+
+
+def test_duplicate_delivery_while_attempt_is_alive_is_noop(
+    db_session: Session, rollout: Rollout
+) -> None:
+    first = _start(db_session, rollout)
+    assert start_attempt(db_session, rollout.id, worker="w2", liveness_s=30) is None
+    attempt = db_session.get(Attempt, first.attempt_id)
+    db_session.refresh(attempt)
+    assert attempt.status == AttemptStatus.RUNNING
+    assert db_session.scalar(select(func.count()).where(Attempt.rollout_id == rollout.id)) == 1
 
 
 def test_start_attempt_of_finished_rollout_is_noop(db_session: Session, rollout: Rollout) -> None:
@@ -83,7 +105,8 @@ def test_start_attempt_past_max_attempts_fails_rollout_with_reason(
     db_session: Session, rollout: Rollout
 ) -> None:
     for _ in range(3):
-        _start(db_session, rollout)
+        _restart(db_session, rollout)
+    _worker_died(db_session, rollout)
     assert start_attempt(db_session, rollout.id, worker="w", liveness_s=30) is None
     db_session.refresh(rollout)
     assert rollout.status == RolloutStatus.FAILED
@@ -108,7 +131,7 @@ def test_write_rows_is_idempotent_per_attempt_and_index(
 
 def test_write_rows_of_superseded_attempt_raises(db_session: Session, rollout: Rollout) -> None:
     first = _start(db_session, rollout)
-    _start(db_session, rollout)
+    _restart(db_session, rollout)
     with pytest.raises(AttemptSuperseded, match="lost"):
         write_rows(db_session, first.attempt_id, _rows(1))
 
@@ -152,7 +175,7 @@ def test_finish_attempt_partial_reward_is_not_success(
 
 def test_finish_of_superseded_attempt_is_refused(db_session: Session, rollout: Rollout) -> None:
     first = _start(db_session, rollout)
-    second = _start(db_session, rollout)
+    second = _restart(db_session, rollout)
     assert not finish_attempt(db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1))
     assert db_session.scalar(select(func.count()).where(Step.attempt_id == first.attempt_id)) == 0
     assert finish_attempt(db_session, second.attempt_id, EpisodeOutcome(0.0, 1), PendingRows())

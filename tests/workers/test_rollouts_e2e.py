@@ -1,11 +1,12 @@
 """Rollouts end to end: real Celery worker processes, Redis, PostgreSQL, env server and the
 scripted LLM server, each a subprocess; faults injected into the real parts.
 
-Redelivery after ``kill -9`` is Celery's own: the broker's ``visibility_timeout`` is 12 s
+Redelivery after ``kill -9`` is Celery's own: the broker's ``visibility_timeout`` is 16 s
 here, so the surviving worker restores the dead worker's unacknowledged messages; the
 reconciler is not running in that test. The Redis-flush test relies on the reconciler.
-Rollouts get 5 attempts with retries 2, 4, 8 and 16 s apart, which outlasts a restart of
-the env server on a busy machine; the LLM-down test enqueues with 2 attempts to stay short.
+Rollouts get 6 attempts with retries 2, 4, 8, 8, 8 s apart (capped at half the visibility
+timeout), which outlasts a restart of the env server on a busy machine; the LLM-down test
+enqueues with 2 attempts to stay short.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ def stack(
         redis_url=redis_url,
         data_dir=root / "data",
         worker_heartbeat_s=1.0,
-        broker_visibility_timeout_s=12.0,
+        broker_visibility_timeout_s=16.0,
         retry_backoff_s=2.0,
-        max_attempts=5,
+        max_attempts=6,
         llm_retry_budget_s=2.0,
         llm_backoff_initial_s=0.1,
         llm_backoff_max_s=0.5,

@@ -1,0 +1,110 @@
+"""``wsrl dev`` as a user runs it: the whole stack, a train step, Ctrl-C, then a resume."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.processes import FIXTURE_CATALOG, REPO, WSRL, child_env, free_port
+
+from app.config import Settings
+from app.db import migrate
+from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+
+pytestmark = pytest.mark.slow
+
+TEXTS = [
+    "Instruction: i need a red cotton shirt for men, and price lower than 30.00 dollars",
+    "search[red cotton shirt] click[b00abc123] click[buy now] click[< prev] click[next >]",
+    "You are a shopping agent on WebShop. Reply with exactly one action.",
+] * 30
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dev-policy")
+    tokenizer = train_tokenizer(TEXTS, 400)
+    build_model(tokenizer, TinySize(400, 32, 2, 2, 64, max_positions=16384), 0).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _dev(settings: Settings, policy: Path, log: Path, *extra: str) -> subprocess.Popen:
+    env = child_env(
+        settings,
+        env_url=f"http://127.0.0.1:{free_port()}",
+        api_url=f"http://127.0.0.1:{free_port()}",
+        flower_port=free_port(),
+        env_data=FIXTURE_CATALOG,
+        max_steps=2,
+        llm_max_tokens=12,
+    )
+    args = [*WSRL, "dev", "--model", str(policy), "--threads", "4", "--group-size", "2"]
+    args += ["--batch-groups", "1", *extra]
+    with log.open("wb") as out:
+        return subprocess.Popen(args, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait_for(log: Path, pattern: str, proc: subprocess.Popen, timeout_s: float) -> re.Match:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if match := re.search(pattern, text):
+            return match
+        assert proc.poll() is None, f"wsrl dev exited with {proc.returncode}:\n{text}"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    raise AssertionError(f"{pattern!r} not seen in {timeout_s}s:\n{log.read_text()}")
+
+
+def _pids(text: str) -> list[int]:
+    line = re.search(r"processes \(pid\): (.*)", text)
+    assert line, text
+    return [int(p) for p in re.findall(r"\b(\d+)\b", line.group(1))]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_dev_trains_stops_everything_on_ctrl_c_and_resumes(
+    make_database: Callable[[], str], test_settings: Settings, tmp_path: Path, policy: Path
+) -> None:
+    url = make_database()
+    migrate.upgrade(url)
+    settings = test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path / "d"})
+    first_log = tmp_path / "dev1.log"
+    first = _dev(settings, policy, first_log)
+    try:
+        _wait_for(first_log, r"step +1 +v1 +reward", first, timeout_s=400)
+        first.send_signal(signal.SIGINT)
+        assert first.wait(60) == 0, first_log.read_text()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    text = first_log.read_text()
+    assert "all dev processes stopped" in text
+    pids = _pids(text)
+    assert len(pids) == 6  # env, api, worker, flower, reconciler, trainer
+    assert all(_gone(pid) for pid in pids), text
+
+    second_log = tmp_path / "dev2.log"
+    second = _dev(settings, policy, second_log, "--steps", "1")
+    try:
+        assert second.wait(400) == 0, second_log.read_text()
+    finally:
+        if second.poll() is None:
+            second.kill()
+    text = second_log.read_text()
+    assert re.search(r"step +2 +v2 +reward", text), text  # resumed after step 1
+    assert all(_gone(pid) for pid in _pids(text)), text

@@ -1,0 +1,141 @@
+"""GRPO without the queue: episodes played in this process, recorded token for token.
+
+The same agent prompt and action parsing as the Celery workers (:mod:`workers.agent`),
+the same samples, advantages and backend update as :mod:`trainer.loop`; only the
+transport differs (no Celery, no Postgres, no HTTP). It exists so that learning itself can
+be tested in CI within minutes, and so the update can be benchmarked without workers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.webshop.env import WebShopEnv
+from trainer.algorithms import rollout_advantages
+from trainer.generation import GenerationRequest, generate_batch
+from trainer.samples import CallRecord, RolloutRecord, build_samples
+from workers.agent import (
+    INVALID_REPLY_OBSERVATION,
+    NO_ACTION,
+    HistoryStep,
+    build_messages,
+    parse_action,
+)
+
+
+@dataclass
+class _Episode:
+    group_id: str
+    session: Any
+    history: list[HistoryStep] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    reward: float = 0.0
+    done: bool = False
+
+
+def _prompt_ids(episode: _Episode, tokenizer: Any) -> list[int]:
+    s = episode.session
+    messages = build_messages(
+        s.instruction_text, s.observation(), s.available_actions(), episode.history
+    )
+    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
+    return list(encoded["input_ids"])
+
+
+def _act(episode: _Episode, reply: str, number: int) -> None:
+    action = parse_action(reply)
+    if action is None:
+        episode.history.append(HistoryStep(number, NO_ACTION, INVALID_REPLY_OBSERVATION))
+        return
+    result = episode.session.step(action)
+    valid = result.info.get("valid", True)
+    seen = result.observation if valid else (result.info.get("error") or "")
+    episode.history.append(HistoryStep(number, action, seen))
+    episode.done = result.done
+    episode.reward = result.reward if result.done else 0.0
+
+
+def play_groups(
+    model: Any,
+    tokenizer: Any,
+    env: WebShopEnv,
+    goal_ids: Sequence[int],
+    group_size: int,
+    *,
+    version: int = 0,
+    max_steps: int = 15,
+    max_tokens: int = 32,
+    temperature: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> list[RolloutRecord]:
+    """``group_size`` sampled episodes per goal, one group per goal, with their LLM calls."""
+    episodes = [
+        _Episode(f"g{seed}-{goal}", env.new_session(goal))
+        for goal in goal_ids
+        for _ in range(group_size)
+    ]
+    rng = random.Random(seed)
+    for number in range(1, max_steps + 1):
+        active = [e for e in episodes if not e.done]
+        for start in range(0, len(active), batch_size):
+            chunk = active[start : start + batch_size]
+            prompts = [_prompt_ids(e, tokenizer) for e in chunk]
+            requests = [
+                GenerationRequest(p, max_tokens, temperature, seed=rng.randrange(2**31))
+                for p in prompts
+            ]
+            outs = generate_batch(model, tokenizer, requests)
+            for episode, prompt, out in zip(chunk, prompts, outs, strict=True):
+                episode.calls.append(CallRecord(prompt, out.token_ids, out.logprobs, version))
+                _act(episode, out.text, number)
+    return [
+        RolloutRecord(f"{e.group_id}-{i}", e.group_id, e.reward, e.calls)
+        for i, e in enumerate(episodes)
+    ]
+
+
+def grpo_step(
+    backend: Any,
+    env: WebShopEnv,
+    goal_ids: Sequence[int],
+    *,
+    max_steps: int,
+    max_tokens: int,
+    seed: int,
+) -> dict[str, float]:
+    """Play one batch of groups with the backend's current weights and update on it."""
+    config = backend.config
+    backend.model.eval()
+    records = play_groups(
+        backend.model,
+        backend.tokenizer,
+        env,
+        goal_ids,
+        config.group_size,
+        version=backend.version,
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        seed=seed,
+    )
+    advantages = rollout_advantages(
+        [r.reward for r in records], [r.group_id for r in records], config
+    )
+    samples, stats = build_samples(
+        records,
+        {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
+        config.sample_mode,
+        config.max_sample_tokens,
+    )
+    rewards = [r.reward for r in records]
+    metrics = {
+        "reward/mean": sum(rewards) / len(rewards),
+        "reward/success": sum(r == 1.0 for r in rewards) / len(rewards),
+        **stats.as_metrics(),
+    }
+    if samples:
+        metrics.update(backend.update(samples))
+    return metrics

@@ -108,11 +108,19 @@ class Supervisor:
                 )
 
     def stop_all(self, grace_s: float = 15.0) -> None:
-        """SIGTERM each child's group (newest first), then SIGKILL what is left."""
+        """SIGTERM every child's group at once, then SIGKILL what is left after ``grace_s``.
+
+        All at once, because the children depend on each other while they stop (a worker
+        finishing an episode needs the trainer's policy server): an ordered shutdown would
+        wait on calls that cannot succeed any more. A killed worker's tasks are redelivered
+        (late acknowledgement) and the reconciler repairs their rows.
+        """
         for child in reversed(self.children):
             _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for child in reversed(self.children):
             try:
-                child.proc.wait(grace_s)
+                child.proc.wait(max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
                 logger.warning("%s did not stop in %.0fs; killing it", child.name, grace_s)
             _signal_group(child, signal.SIGKILL)  # stragglers in its group, if any

@@ -34,6 +34,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--episodes", type=int, default=BootstrapConfig.episodes)
     parser.add_argument("--epochs", type=int, default=BootstrapConfig.epochs)
+    parser.add_argument("--batch-size", type=int, default=BootstrapConfig.batch_size)
+    parser.add_argument("--lr", type=float, default=BootstrapConfig.lr)
+    parser.add_argument("--context-weight", type=float, default=BootstrapConfig.context_weight)
     parser.add_argument("--hidden", type=int, default=TinySize.hidden_size)
     parser.add_argument("--layers", type=int, default=TinySize.layers)
     parser.add_argument("--goals", type=int, default=50, help="test goals to evaluate on")
@@ -48,7 +51,15 @@ def main() -> None:
         heads=max(2, args.hidden // 32),
         intermediate_size=args.hidden * 8 // 3,
     )
-    config = BootstrapConfig(seed=args.seed, episodes=args.episodes, epochs=args.epochs, size=size)
+    config = BootstrapConfig(
+        seed=args.seed,
+        episodes=args.episodes,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        context_weight=args.context_weight,
+        size=size,
+    )
     env = WebShopEnv.load(cache_dir=Path(".wsrl/catalog"))
     out = args.out or Path(tempfile.mkdtemp(prefix="tiny-policy-"))
     manifest = bootstrap(env, out, config, force=args.out is None)

@@ -33,16 +33,19 @@ class BootstrapConfig:
 
     seed: int = 0
     """Seeds goal sampling, initialisation and batch order."""
-    episodes: int = 120
+    episodes: int = 60
     """Oracle episodes (train goals) used as demonstrations."""
     epochs: int = 3
     """Passes over the demonstrations."""
-    batch_size: int = 8
+    batch_size: int = 4
     """Demonstration steps per optimizer step."""
-    lr: float = 2e-3
+    lr: float = 3e-3
     """Peak AdamW learning rate (linear warm-up over 20 steps, then cosine decay)."""
     max_steps: int = 15
     """Step limit of an oracle episode."""
+    context_weight: float = 0.2
+    """Weight of the next-token loss on prompt tokens: a denser signal (the action grammar,
+    ids and option values all appear in prompts) for a model trained from scratch."""
     tokenizer_goals: int = 400
     """Goals whose instructions and oracle pages train the tokenizer (with product titles)."""
     size: TinySize = field(default_factory=TinySize)
@@ -72,15 +75,24 @@ def _batches(samples: list[Sample], size: int, rng: random.Random) -> list[list[
     return batches
 
 
-def action_nll(model: Any, batch: TrainBatch) -> torch.Tensor:
-    """Mean negative log-likelihood of the masked tokens. The vocabulary projection runs
-    on those positions only: prompts are long, actions short, so this is most of the saving."""
+def action_nll(model: Any, batch: TrainBatch, context_weight: float = 0.0) -> torch.Tensor:
+    """Mean negative log-likelihood of the masked (action) tokens, plus ``context_weight``
+    times that of the other real tokens. The vocabulary projection runs only on the
+    positions that count: prompts are long, actions short."""
     hidden = model.model(
         input_ids=batch.input_ids, attention_mask=batch.attention_mask
     ).last_hidden_state  # (B, T, H)
-    chosen = batch.loss_mask.bool()  # (B, T-1): position t predicts token t+1
-    logits = model.lm_head(hidden[:, :-1][chosen])  # (N, V)
-    targets = batch.input_ids[:, 1:][chosen]  # (N,)
+    targets = batch.input_ids[:, 1:]  # (B, T-1): position t predicts token t+1
+    action = batch.loss_mask.bool()  # (B, T-1)
+    loss = _nll(model, hidden[:, :-1][action], targets[action])
+    if context_weight > 0:
+        context = batch.attention_mask[:, 1:].bool() & ~action  # (B, T-1)
+        loss = loss + context_weight * _nll(model, hidden[:, :-1][context], targets[context])
+    return loss
+
+
+def _nll(model: Any, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model.lm_head(hidden)  # (N, V)
     return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
@@ -94,7 +106,7 @@ def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_i
     for _ in range(config.epochs):
         losses = []
         for chunk in _batches(samples, config.batch_size, rng):
-            loss = action_nll(model, collate(chunk, pad_id))
+            loss = action_nll(model, collate(chunk, pad_id), config.context_weight)
             for group in optimizer.param_groups:
                 group["lr"] = _lr(step, total, config.lr)
             loss.backward()

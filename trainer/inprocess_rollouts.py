@@ -9,7 +9,7 @@ be tested in CI within minutes, and so the update can be benchmarked without wor
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,13 +71,19 @@ def play_groups(
     temperature: float = 1.0,
     seed: int = 0,
     batch_size: int = 32,
+    prepare: Callable[[Any], list[HistoryStep]] | None = None,
 ) -> list[RolloutRecord]:
-    """``group_size`` sampled episodes per goal, one group per goal, with their LLM calls."""
-    episodes = [
-        _Episode(f"g{seed}-{goal}", env.new_session(goal))
-        for goal in goal_ids
-        for _ in range(group_size)
-    ]
+    """``group_size`` sampled episodes per goal, one group per goal, with their LLM calls.
+
+    ``prepare`` may advance each new session (e.g. replay some oracle steps) and returns
+    the history the agent's prompt shows for those steps.
+    """
+    episodes = []
+    for goal in goal_ids:
+        for _ in range(group_size):
+            session = env.new_session(goal)
+            history = prepare(session) if prepare is not None else []
+            episodes.append(_Episode(f"g{seed}-{goal}", session, history))
     rng = random.Random(seed)
     for number in range(1, max_steps + 1):
         active = [e for e in episodes if not e.done]
@@ -106,6 +112,7 @@ def grpo_step(
     max_steps: int,
     max_tokens: int,
     seed: int,
+    prepare: Callable[[Any], list[HistoryStep]] | None = None,
 ) -> dict[str, float]:
     """Play one batch of groups with the backend's current weights and update on it."""
     config = backend.config
@@ -120,6 +127,7 @@ def grpo_step(
         max_steps=max_steps,
         max_tokens=max_tokens,
         seed=seed,
+        prepare=prepare,
     )
     advantages = rollout_advantages(
         [r.reward for r in records], [r.group_id for r in records], config

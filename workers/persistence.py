@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -140,9 +140,9 @@ def start_attempt(
     if rollout is None or rollout.status in FINAL_ROLLOUT_STATUSES:
         return None
     running = _running_attempts(session, rollout_id)
-    if running and rollout.deadline_at is not None:
-        if session.scalar(select(func.now() < rollout.deadline_at)):
-            return None
+    deadline = rollout.deadline_at
+    if running and deadline is not None and session.scalar(select(func.now() < deadline)):
+        return None
     # ``attempts`` is the highest attempt number: only this function opens attempts.
     previous = rollout.attempts
     number = previous + 1
@@ -312,7 +312,7 @@ def extend_deadlines(
     """
     if not rollout_ids:
         return 0
-    result = session.execute(
+    result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
         update(Rollout)
         .where(Rollout.id.in_(list(rollout_ids)), Rollout.status == RolloutStatus.RUNNING)
         .values(

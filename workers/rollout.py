@@ -146,10 +146,7 @@ def _play(
         publisher.publish("superseded")
         return Outcome.SUPERSEDED
     except Exception as exc:
-        if isinstance(exc, _NotRetryable):
-            reason, retryable = str(exc), False
-        else:
-            reason, retryable = _failure(exc)
+        reason, retryable = _failure(exc)
         if reason.startswith("unexpected"):
             logger.exception("rollout %s attempt %d crashed", start.rollout_id, start.number)
         return _record_failure(runtime, celery, start, recorder, publisher, reason, retryable)
@@ -163,10 +160,6 @@ def _play(
         return Outcome.SUPERSEDED
     publisher.publish("succeeded", reward=result.reward, steps=result.num_steps)
     return Outcome.SUCCEEDED
-
-
-class _NotRetryable(RuntimeError):
-    """A failure that another attempt cannot fix."""
 
 
 def _record_failure(

@@ -116,3 +116,12 @@ def get_runtime() -> WorkerRuntime:
         if _runtime is None:
             _runtime = WorkerRuntime(get_settings())
         return _runtime
+
+
+def close_runtime() -> None:
+    """Close the process's clients (worker shutdown); a later task builds new ones."""
+    global _runtime
+    with _runtime_lock:
+        runtime, _runtime = _runtime, None
+    if runtime is not None:
+        runtime.close()

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from celery import Task, shared_task
+from celery.signals import worker_process_shutdown, worker_shutdown
 
 from workers.celery_app import ROLLOUT_TASK
 from workers.rollout import execute_rollout
-from workers.runtime import get_runtime
+from workers.runtime import close_runtime, get_runtime
 
 
 @shared_task(name=ROLLOUT_TASK, bind=True)
 def run_rollout(self: Task, rollout_id: str) -> str:
     """Run one delivery of a rollout; idempotent (see :mod:`workers.rollout`)."""
     return execute_rollout(get_runtime(), self.app, uuid.UUID(rollout_id)).value
+
+
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _close_clients(**_: Any) -> None:
+    """Return pooled database connections and sockets when a worker stops."""
+    close_runtime()

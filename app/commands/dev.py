@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import typer
 from rich.console import Console
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 WSRL = [sys.executable, "-m", "app.cli"]
 PROGRESS_EVERY_S = 10.0
@@ -88,6 +88,7 @@ def dev(
     steps: Annotated[
         int | None, typer.Option(min=1, help="Stop everything after N train steps.")
     ] = None,
+    split: Annotated[str, typer.Option(help="Goal split of the train rollouts.")] = "train",
 ) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
     from app.config import get_settings
@@ -111,9 +112,10 @@ def dev(
         signal.signal(signum, interrupt)
     code = 0
     try:
-        _start_children(
-            supervisor, settings, model, threads, group_size, batch_groups, max_staleness, steps
-        )
+        trainer_options = ["--group-size", str(group_size), "--batch-groups", str(batch_groups)]
+        trainer_options += ["--max-staleness", str(max_staleness), "--split", split]
+        trainer_options += ["--steps", str(steps)] if steps is not None else []
+        _start_children(supervisor, settings, model, trainer_options, threads)
         console.print(
             f"[bold]webshop-rl dev[/bold] up in {time.monotonic() - started:.0f}s: "
             f"env {settings.env_url}, API {settings.api_url}/docs, "
@@ -153,7 +155,7 @@ def _prepare(settings) -> None:
 
 
 def _start_children(
-    supervisor, settings, model: Path, threads, group_size, batch_groups, max_staleness, steps
+    supervisor, settings, model: Path, trainer_options: list[str], threads: int
 ) -> None:
     env = supervisor.start("env", [*WSRL, "env", "serve", "--port", str(_port(settings.env_url))])
     supervisor.wait_ready(env, _http_ok(f"{settings.env_url}/health"), timeout_s=300)
@@ -165,14 +167,8 @@ def _start_children(
     supervisor.start("reconciler", [*WSRL, "reconcile"])
     supervisor.wait_ready(api, _http_ok(f"{settings.api_url}/health"))
     supervisor.wait_ready(worker, _log_says(" ready."))
-    trainer_args = [
-        *WSRL, "train", "--backend", "local", "--model", str(model),
-        "--group-size", str(group_size), "--batch-groups", str(batch_groups),
-        "--max-staleness", str(max_staleness),
-    ]  # fmt: skip
-    if steps is not None:
-        trainer_args += ["--steps", str(steps)]
-    trainer = supervisor.start("trainer", trainer_args)
+    trainer_args = [*WSRL, "train", "--backend", "local", "--model", str(model)]
+    trainer = supervisor.start("trainer", [*trainer_args, *trainer_options])
     supervisor.wait_ready(trainer, _log_says("trainer: policy"), timeout_s=300)
 
 

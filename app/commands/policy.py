@@ -18,8 +18,8 @@ def bootstrap_command(
         Path | None, typer.Option(help="Checkpoint folder; default <data_dir>/policy/tiny-SEED.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of data order and initialisation.")] = 0,
-    episodes: Annotated[int, typer.Option(min=1, help="Oracle episodes to imitate.")] = 100,
-    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 2,
+    episodes: Annotated[int, typer.Option(min=1, help="Oracle episodes to imitate.")] = 60,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 3,
     hidden: Annotated[int, typer.Option(min=8, help="Hidden size of the model.")] = 192,
     layers: Annotated[int, typer.Option(min=1, help="Transformer blocks.")] = 4,
     vocab: Annotated[int, typer.Option(min=300, help="Tokenizer vocabulary size.")] = 4096,

@@ -145,6 +145,10 @@ def _sync_goals(settings, split: str) -> None:
             with EnvClient.from_settings(settings) as env:
                 added = sync_goals(session, env)
             console.print(f"loaded {added} goals from {settings.env_url}")
+            if session.scalar(select(Goal.id).where(Goal.split == split).limit(1)) is None:
+                raise _fail(
+                    f"the env server at {settings.env_url} has no {split!r} goals; use --split"
+                )
     except EnvError as exc:
         raise _fail(f"{exc} (start it with `wsrl env serve`, or use --no-enqueue)") from exc
     finally:

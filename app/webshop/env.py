@@ -82,14 +82,22 @@ class WebShopEnv:
         cache_dir: Path | None = None,
         noun_tagger: str = "auto",
     ) -> WebShopEnv:
-        """Loads the original-format files of ``data_dir``, or the generated catalog of
-        ``num_products`` (default 2,000) when ``data_dir`` is None."""
+        """Loads the original-format files of ``data_dir`` (only their first
+        ``num_products`` products when given, like the original's subset option), or,
+        when ``data_dir`` is None, the generated catalog of ``num_products`` (default
+        2,000, seed 0), written on first use to ``<cache_dir>/default``.
+
+        ``cache_dir`` (default ``.wsrl/catalog``) also holds the compiled catalogs and
+        their search indexes (``compiled/<hash>/``), reused by every later load.
+        ``noun_tagger``: ``auto`` (spaCy when installed), ``spacy`` or ``rules``."""
         if goals not in GOAL_KINDS:
             raise ValueError(f"Unknown goal set {goals!r}; expected one of {GOAL_KINDS}")
         cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+        limit = num_products
         if data_dir is None:
             data_dir = ensure_generated_catalog(cache_dir, num_products or DEFAULT_NUM_PRODUCTS)
-        compiled = compile_catalog(Path(data_dir), cache_dir / "compiled", PRICE_SEED)
+            limit = None
+        compiled = compile_catalog(Path(data_dir), cache_dir / "compiled", PRICE_SEED, limit)
         catalog = CompiledCatalog(compiled)
         index = SearchIndex.open_or_build(catalog.iter_products(), compiled / "index")
         return cls(catalog, index, goals, noun_tagger)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +131,7 @@ def _record(
     }
 
 
-def synthetic_weights(attribute_lists: list[list[str]]) -> list[float]:
+def synthetic_weights(attribute_lists: Sequence[Sequence[str]]) -> list[float]:
     """Rare attributes weigh more: mean over a goal's attributes of 1/count(attribute)."""
     counts = Counter(a for attrs in attribute_lists for a in attrs)
     return [

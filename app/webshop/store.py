@@ -101,9 +101,9 @@ class RecordFile:
         return len(self._offsets) - 1
 
     def get(self, i: int) -> Any:
-        assert self._offsets is not None and self._mm is not None
         if not 0 <= i < len(self):
             raise IndexError(i)
+        assert self._offsets is not None and self._mm is not None
         return orjson.loads(self._mm[int(self._offsets[i]) : int(self._offsets[i + 1])])
 
 
@@ -137,8 +137,10 @@ class GoalList(Sequence[Goal]):
         return int(self._records.get(int(self._order[i]))["product"])
 
 
-def source_key(files: list[Path], price_seed: int) -> str:
+def source_key(files: list[Path], price_seed: int, limit: int | None = None) -> str:
     h = hashlib.sha256(f"v{FORMAT_VERSION}:seed{price_seed}".encode())
+    if limit is not None:
+        h.update(f":limit{limit}".encode())
     for path in files:
         st = path.stat()
         h.update(f"|{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
@@ -177,13 +179,16 @@ class CompiledCatalog:
         return self._goals[kind]
 
 
-def compile_catalog(data_dir: Path, cache_root: Path, price_seed: int = 0) -> Path:
-    """Compiles the original files of ``data_dir`` once; returns the cache folder."""
+def compile_catalog(
+    data_dir: Path, cache_root: Path, price_seed: int = 0, limit: int | None = None
+) -> Path:
+    """Compiles the original files of ``data_dir`` once (their first ``limit`` kept
+    products when given); returns the cache folder."""
     items = find_file(data_dir, "items_shuffle")
     ins = find_file(data_dir, "items_ins_v2")
     human_files = sorted(data_dir.glob("items_human_ins*.json"))
     human = human_files[0] if human_files else None
-    key = source_key([p for p in (items, ins, human) if p is not None], price_seed)
+    key = source_key([p for p in (items, ins, human) if p is not None], price_seed, limit)
     target = cache_root / key
     if (target / "done").exists():
         return target
@@ -192,7 +197,7 @@ def compile_catalog(data_dir: Path, cache_root: Path, price_seed: int = 0) -> Pa
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
     try:
         logger.info("Compiling catalog %s into %s", data_dir, target)
-        _compile_into(tmp, items, ins, human, price_seed)
+        _compile_into(tmp, items, ins, human, price_seed, limit)
         (tmp / "done").write_text("ok")
         try:
             os.rename(tmp, target)
@@ -205,23 +210,28 @@ def compile_catalog(data_dir: Path, cache_root: Path, price_seed: int = 0) -> Pa
     return target
 
 
-def _compile_into(out: Path, items: Path, ins: Path, human: Path | None, price_seed: int) -> None:
+def _compile_into(
+    out: Path, items: Path, ins: Path, human: Path | None, price_seed: int, limit: int | None
+) -> None:
     instructions = read_instructions(ins)
     asin_index: dict[str, int] = {}
-    goal_attributes: list[list[str]] = []
+    # One shared tuple per product (not a list per goal): 4.5M goals at 1M products.
+    goal_attributes: list[tuple[str, ...]] = []
     goal_rng = random.Random(f"{price_seed}:{_GOAL_SEEDS['synthetic']}")
     with (
         RecordWriter(out / "products.bin") as products,
         RecordWriter(out / "goals-synthetic.bin") as goals,
     ):
         for product, info in iter_products(items, instructions, price_seed):
+            if limit is not None and products.count >= limit:
+                break
             i = products.count
             asin_index[product.asin] = i
             products.append(product.to_record())
             for rec in synthetic_goals(product, info, goal_rng):
                 rec["product"] = i
                 goals.append(rec)
-                goal_attributes.append(rec["attributes"])
+                goal_attributes.append(info.instruction_attributes)  # type: ignore[union-attr]
     del instructions
     _write_goal_order(out, "synthetic", synthetic_weights(goal_attributes))
     del goal_attributes

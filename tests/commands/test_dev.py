@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 from helpers.processes import FIXTURE_CATALOG, REPO, WSRL, child_env, free_port
+from sqlalchemy import func, select
 
 from app.config import Settings
 from app.db import migrate
+from app.db.models import TrainStep
+from app.db.session import make_engine
 from trainer.tiny_policy import TinySize, build_model, train_tokenizer
 
 pytestmark = pytest.mark.slow
@@ -46,7 +49,7 @@ def _dev(settings: Settings, policy: Path, log: Path, *extra: str) -> subprocess
         llm_max_tokens=12,
     )
     args = [*WSRL, "dev", "--model", str(policy), "--threads", "4", "--group-size", "2"]
-    args += ["--batch-groups", "1", *extra]
+    args += ["--batch-groups", "1", "--split", "test", *extra]
     with log.open("wb") as out:
         return subprocess.Popen(args, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
 
@@ -94,6 +97,11 @@ def test_dev_trains_stops_everything_on_ctrl_c_and_resumes(
             first.kill()
     text = first_log.read_text()
     assert "all dev processes stopped" in text
+    engine = make_engine(settings)
+    with engine.connect() as connection:
+        done = connection.execute(select(func.max(TrainStep.step))).scalar_one()
+    engine.dispose()
+    assert done >= 1
     pids = _pids(text)
     assert len(pids) == 6  # env, api, worker, flower, reconciler, trainer
     assert all(_gone(pid) for pid in pids), text
@@ -106,5 +114,5 @@ def test_dev_trains_stops_everything_on_ctrl_c_and_resumes(
         if second.poll() is None:
             second.kill()
     text = second_log.read_text()
-    assert re.search(r"step +2 +v2 +reward", text), text  # resumed after step 1
+    assert re.search(rf"step +{done + 1} +v{done + 1} +reward", text), text  # resumed
     assert all(_gone(pid) for pid in _pids(text)), text

@@ -105,3 +105,6 @@ def test_action_nll_equals_masked_mean_of_token_logprobs(tiny_checkpoint) -> Non
         )
         expected = -(lp * batch.loss_mask).sum() / batch.loss_mask.sum()
         assert torch.allclose(action_nll(model, batch), expected, atol=1e-5)
+        context = batch.attention_mask[:, 1:] * (1 - batch.loss_mask)  # (B, T-1)
+        with_context = expected - 0.5 * (lp * context).sum() / context.sum()
+        assert torch.allclose(action_nll(model, batch, 0.5), with_context, atol=1e-5)

@@ -62,3 +62,13 @@ def test_unknown_noun_tagger_rejected(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="noun tagger"):
         WebShopEnv.load(FIXTURE_CATALOG, cache_dir=tmp_path, noun_tagger="magic")
+
+
+def test_num_products_limits_original_files(tmp_path: Path) -> None:
+    from tests_paths import FIXTURE_CATALOG
+
+    env = WebShopEnv.load(FIXTURE_CATALOG, num_products=3, cache_dir=tmp_path, noun_tagger="rules")
+    assert env.num_products == 3
+    assert {g.asin for g in env.goals} == {"B000000001", "B000000002", "B000000003"}
+    full = WebShopEnv.load(FIXTURE_CATALOG, cache_dir=tmp_path, noun_tagger="rules")
+    assert full.num_products == 28

@@ -1,7 +1,8 @@
 """Rollout throughput: episodes/s vs concurrency, as a ratio to the ideal.
 
 Runs the real deployment in subprocesses (env server, scripted LLM with a fixed latency
-per call, ``wsrl worker`` processes with the threads pool) against a scratch PostgreSQL
+per call playing ``oracle-long``, which buys on step ``--episode-steps`` (10), ``wsrl
+worker`` processes with the threads pool) against a scratch PostgreSQL
 database and a Redis db of its own, and for each concurrency C enqueues ``C x rounds``
 rollouts and measures:
 
@@ -183,7 +184,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="Episodes per thread per level.")
     parser.add_argument("--llm-ms", type=float, default=100.0, help="Scripted LLM latency.")
     parser.add_argument("--processes", type=int, default=2, help="Worker processes (levels >= 8).")
-    parser.add_argument("--max-steps", type=int, default=10, help="Episode step cap.")
+    parser.add_argument(
+        "--episode-steps", type=int, default=10, help="Steps of each episode (oracle-long)."
+    )
     parser.add_argument("--redis-db", type=int, default=13, help="Redis db for the queues.")
     args = parser.parse_args()
 
@@ -205,12 +208,18 @@ def main() -> None:
             database_url=database_url,
             redis_url=redis_url,
             data_dir=base.data_dir,
-            max_steps=args.max_steps,
+            max_steps=args.episode_steps,
             step_timeout_s=30.0,
         )
         env = env_server(log_dir, settings).start()
         started.append(env)
-        llm = scripted_llm(log_dir, settings, latency_ms=args.llm_ms).start()
+        llm = scripted_llm(
+            log_dir,
+            settings,
+            latency_ms=args.llm_ms,
+            policy="oracle-long",
+            steps=args.episode_steps,
+        ).start()
         started.append(llm)
         settings = settings.model_copy(update={"env_url": env.url, "llm_base_url": llm.url})
         engine = make_engine(settings)

@@ -12,7 +12,16 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 def scripted_llm(
-    policy: Annotated[str, typer.Option(help="oracle (knows the goal) or rule.")] = "oracle",
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="oracle (knows the goal), oracle-long (the oracle, buying on step --steps: "
+            "for benchmarks with fixed-length episodes) or rule."
+        ),
+    ] = "oracle",
+    steps: Annotated[
+        int, typer.Option(min=1, help="The step on which oracle-long buys (when it can).")
+    ] = 10,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     latency_ms: Annotated[float, typer.Option(help="Added to every call.")] = 0.0,
@@ -60,7 +69,7 @@ def scripted_llm(
         raise typer.Exit(2)
     settings = get_settings()
     env = None
-    if policy == "oracle":
+    if policy in ("oracle", "oracle-long"):
         env = WebShopEnv.load(
             data_dir=None if products is not None else (data or settings.env_data),
             goals=goals or settings.env_goals,
@@ -76,6 +85,7 @@ def scripted_llm(
         fault=fault,
         fault_count=fault_count,
         timeout_s=timeout_s,
+        steps=steps,
     )
     serve(app, host=host, port=port)
 

@@ -33,6 +33,7 @@ from app.scripted_llm.faults import (
     FaultRequest,
     FaultState,
 )
+from app.scripted_llm.padding import padded_action
 from app.scripted_llm.prompt import AgentPrompt, PromptFormatError, parse_prompt
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-POLICIES = ("oracle", "rule")
+POLICIES = ("oracle", "oracle-long", "rule")
+DEFAULT_LONG_STEPS = 10
 UNREADABLE_PROMPT_REPLY = "I can only shop: this prompt is not a WebShop agent prompt."
 Policy = Callable[[AgentPrompt], str]
 
@@ -66,9 +68,12 @@ class Stats:
         self.oracle_goal_misses = 0
 
 
-def make_policy(name: str, env: WebShopEnv | None, stats: Stats) -> Policy:
+def make_policy(
+    name: str, env: WebShopEnv | None, stats: Stats, *, steps: int = DEFAULT_LONG_STEPS
+) -> Policy:
     """The policy as a function of the prompt. The oracle finds its goal by instruction
-    text; on an instruction it does not know it plays the rule policy instead."""
+    text; on an instruction it does not know it plays the rule policy instead.
+    ``oracle-long`` is the oracle padded to buy on step ``steps`` (:mod:`.padding`)."""
     from app.webshop.agents import oracle_action, rule_action
 
     def rule(prompt: AgentPrompt) -> str:
@@ -78,7 +83,7 @@ def make_policy(name: str, env: WebShopEnv | None, stats: Stats) -> Policy:
 
     if name == "rule":
         return rule
-    if name != "oracle":
+    if name not in ("oracle", "oracle-long"):
         raise ValueError(f"unknown policy {name!r}: choose one of {', '.join(POLICIES)}")
     if env is None:
         raise ValueError("the oracle policy needs the env (its goals) to find the target")
@@ -93,7 +98,18 @@ def make_policy(name: str, env: WebShopEnv | None, stats: Stats) -> Policy:
             return rule(prompt)
         return oracle_action(goal, prompt.observation, prompt.available_actions, prompt.history)
 
-    return oracle
+    if name == "oracle":
+        return oracle
+
+    def oracle_long(prompt: AgentPrompt) -> str:
+        action = oracle(prompt)
+        goal = goals.get(_normalise(prompt.instruction))
+        if goal is None:
+            return action
+        clickables = list(prompt.available_actions.get("clickables") or [])
+        return padded_action(goal, action, clickables, prompt.history, prompt.steps_taken, steps)
+
+    return oracle_long
 
 
 def _as_tool_call(action: str, tools: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
@@ -208,17 +224,21 @@ def create_app(
     fault: FaultMode | str = FaultMode.OK,
     fault_count: int | None = None,
     timeout_s: float = 600.0,
+    steps: int = DEFAULT_LONG_STEPS,
 ) -> FastAPI:
     """The scripted LLM server.
 
-    ``policy``: "oracle" (needs ``env``) or "rule". ``latency_ms``: added to every call.
+    ``policy``: "oracle" or "oracle-long" (both need ``env``) or "rule"; ``steps``: the
+    step on which "oracle-long" buys. ``latency_ms``: added to every call.
     ``token_ids=False`` plays a server without vLLM's token ids (calls are untrainable).
     ``fault`` / ``fault_count``: the fault to start with. ``timeout_s``: how long a
     ``timeout`` fault hangs unless the client disconnects first.
     """
     app = FastAPI(title="WebShop scripted LLM", summary="An OpenAI-compatible scripted policy.")
     stats = Stats()
-    play = make_policy(policy, env, stats)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    play = make_policy(policy, env, stats, steps=steps)
     faults = FaultState(FaultMode(fault), fault_count)
     state = {"latency_ms": float(latency_ms), "timeout_s": float(timeout_s)}
     ids = itertools.count(1)

@@ -31,6 +31,7 @@ class AgentPrompt:
     observation: str
     available_actions: dict[str, Any]
     history: list[str]
+    steps_taken: int = 0  # every earlier step, invalid ones too (the highest step number)
 
 
 def last_user_content(messages: list[dict[str, Any]]) -> str:
@@ -59,13 +60,8 @@ def parse_prompt(messages: list[dict[str, Any]]) -> AgentPrompt:
             has_search_bar = True
         elif line.startswith("click[") and line.endswith("]"):
             clickables.append(line[len("click[") : -1])
-    history = [
-        action
-        for _, action in sorted(
-            ((int(n), a.strip()) for n, a in _STEP_LINE.findall(before)), key=lambda x: x[0]
-        )
-        if _VALID_ACTION.match(action)
-    ]
+    numbered = sorted(((int(n), a.strip()) for n, a in _STEP_LINE.findall(before)), key=lambda x: x[0])
+    history = [action for _, action in numbered if _VALID_ACTION.match(action)]
     if has_search_bar:
         clickables = ["search", *clickables]
     return AgentPrompt(
@@ -73,4 +69,5 @@ def parse_prompt(messages: list[dict[str, Any]]) -> AgentPrompt:
         observation=observation,
         available_actions={"has_search_bar": has_search_bar, "clickables": clickables},
         history=history,
+        steps_taken=numbered[-1][0] if numbered else 0,
     )

@@ -162,8 +162,10 @@ def scripted_llm(
     latency_ms: float = 0.0,
     policy: str = "oracle",
     port: int | None = None,
+    steps: int | None = None,
 ) -> ServiceProcess:
-    """``wsrl scripted-llm``; ``url`` is the OpenAI base URL (``.../v1``).
+    """``wsrl scripted-llm``; ``url`` is the OpenAI base URL (``.../v1``). ``steps``: the
+    step on which the ``oracle-long`` policy buys.
 
     Faults are set at run time with :func:`set_llm_fault`.
     """
@@ -182,6 +184,7 @@ def scripted_llm(
             policy,
             "--latency-ms",
             str(latency_ms),
+            *(["--steps", str(steps)] if steps is not None else []),
         ],
         env=child_env(settings),
         log_path=log_dir / f"scripted-llm-{port}.log",

@@ -8,7 +8,8 @@ the first test goals, greedy and sampled (temperature 1). Prints:
 - bootstrap s: wall time of demonstrations + tokenizer + model + supervised learning;
 - success greedy / sampled: share of test goals bought with reward 1.0;
 - mean reward, invalid steps: the env's reward and replies without a valid action;
-- eval s: wall time of each evaluation.
+- eval s: wall time of each evaluation;
+- success random: the same goals played with uniformly random valid actions.
 
     .venv/bin/python benchmarks/tiny_policy.py                      # the defaults of the CLI
     .venv/bin/python benchmarks/tiny_policy.py --episodes 20 --epochs 1 --goals 10   # quick
@@ -17,6 +18,7 @@ the first test goals, greedy and sampled (temperature 1). Prints:
 from __future__ import annotations
 
 import argparse
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +30,27 @@ from app.webshop.env import WebShopEnv
 from trainer.bootstrap import BootstrapConfig, bootstrap
 from trainer.inprocess_eval import evaluate
 from trainer.tiny_policy import TinySize
+
+
+def random_baseline(env: WebShopEnv, goals: list[int], seed: int) -> tuple[float, float]:
+    """Success and mean reward of uniformly random valid actions (search: 5 instruction
+    words), the floor the bootstrap policy must clearly beat."""
+    rng = random.Random(seed)
+    rewards = []
+    for goal in goals:
+        session, reward = env.new_session(goal), 0.0
+        for _ in range(15):
+            available = session.available_actions()
+            actions = [f"click[{c}]" for c in available.get("clickables", []) if c != "search"]
+            if available.get("has_search_bar"):
+                words = session.instruction_text.split()
+                actions.append(f"search[{' '.join(rng.sample(words, min(5, len(words))))}]")
+            result = session.step(rng.choice(actions))
+            if result.done:
+                reward = result.reward
+                break
+        rewards.append(reward)
+    return sum(r == 1.0 for r in rewards) / len(rewards), sum(rewards) / len(rewards)
 
 
 def main() -> None:
@@ -69,6 +92,8 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     goals = env.goal_ids("test")[: args.goals]
+    success, reward = random_baseline(env, goals, args.seed)
+    print(f"success random: {success:.1%} on {len(goals)} test goals, mean reward {reward:.3f}")
     for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
         started = time.perf_counter()
         result = evaluate(model, tokenizer, env, goals, temperature=temperature, seed=args.seed)

@@ -120,6 +120,8 @@ class StepRecord:
     llm_latency_ms: float
     env_latency_ms: float
     policy_version: int
+    # The page's actions after the step, as the env's step answer carried them (not a row).
+    available_actions: dict[str, Any] | None = None
 
     @property
     def latency_ms(self) -> float:
@@ -339,8 +341,10 @@ def run_episode(
             last = _take_step(env, session.session_id, index, call, mode, observation)
             observation = last.observation
             if last.valid and not last.done:
-                available = last.info.get("available_actions") or env.available_actions(
-                    session.session_id
+                available = (
+                    last.available_actions
+                    or last.info.get("available_actions")
+                    or env.available_actions(session.session_id)
                 )
             steps.append(last)
             recorder.on_step(last)
@@ -424,4 +428,5 @@ def _take_step(
         llm_latency_ms=call.latency_ms,
         env_latency_ms=env_ms,
         policy_version=call.policy_version,
+        available_actions=result.available_actions,
     )

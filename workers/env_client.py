@@ -51,10 +51,14 @@ class EnvSession:
 
 @dataclass(frozen=True)
 class EnvStep:
+    """One step's answer. ``available_actions`` is the page's actions after the step when
+    the server sends them (the native API does; None once done or from older servers)."""
+
     observation: str
     reward: float
     done: bool
     info: dict[str, Any]
+    available_actions: dict[str, Any] | None = None
 
     @property
     def valid(self) -> bool:
@@ -140,6 +144,7 @@ class EnvClient:
             reward=float(data["reward"]),
             done=bool(data["done"]),
             info=data.get("info") or {},
+            available_actions=data.get("available_actions"),
         )
 
     def available_actions(self, session_id: str) -> dict[str, Any]:

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpx
 import openai
+import orjson
 
 from app.config import Settings
 from workers.endpoint import EndpointResolver, EndpointUnavailable, PolicyEndpoint
@@ -275,7 +277,11 @@ class LLMClient:
         tools: list[dict[str, Any]] | None,
         sampling: Sampling,
     ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
+        """POST the request through the client's low-level ``post``: same transport,
+        errors and timeouts as ``chat.completions.create``, without its per-call request
+        transformation and response model (about 1 ms of CPU per call); the body is read
+        with orjson."""
+        body: dict[str, Any] = {
             "model": endpoint.model,
             "messages": messages,
             "temperature": sampling.temperature,
@@ -283,21 +289,19 @@ class LLMClient:
             "top_p": sampling.top_p,
         }
         if sampling.seed is not None:
-            kwargs["seed"] = sampling.seed
+            body["seed"] = sampling.seed
         if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = "auto"
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
         if self._settings.llm_token_capture:
-            params = token_capture_params()
-            kwargs["logprobs"] = params.pop("logprobs")
-            kwargs["extra_body"] = params
-        raw = self._client_for(endpoint.base_url).chat.completions.with_raw_response.create(
-            **kwargs
+            body.update(token_capture_params())
+        response = self._client_for(endpoint.base_url).post(
+            "/chat/completions", cast_to=httpx.Response, body=body
         )
         try:
-            return raw.http_response.json()
-        except ValueError as exc:
-            raise LLMBadResponse(f"response is not JSON: {raw.http_response.text[:200]!r}") from exc
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError as exc:
+            raise LLMBadResponse(f"response is not JSON: {response.text[:200]!r}") from exc
 
     def chat(
         self,

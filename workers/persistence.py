@@ -32,6 +32,12 @@ from app.db.models import Attempt, LlmCall, Rollout, Step
 
 STEP_COLUMNS = frozenset(c.key for c in Step.__table__.columns) - {"id"}
 CALL_COLUMNS = frozenset(c.key for c in LlmCall.__table__.columns) - {"id"}
+_INSERT_STEPS = insert(Step.__table__).on_conflict_do_nothing(
+    index_elements=["attempt_id", "index"]
+)
+_INSERT_CALLS = insert(LlmCall.__table__).on_conflict_do_nothing(
+    index_elements=["attempt_id", "index"]
+)
 
 
 class AttemptSuperseded(RuntimeError):
@@ -192,18 +198,20 @@ def write_rows(session: Session, attempt_id: int, rows: PendingRows) -> None:
 
 
 def _insert_rows(session: Session, attempt_id: int, rows: PendingRows) -> None:
-    if rows.steps:
-        session.execute(
-            insert(Step)
-            .values([_columns(row, STEP_COLUMNS, attempt_id) for row in rows.steps])
-            .on_conflict_do_nothing(index_elements=["attempt_id", "index"])
-        )
-    if rows.calls:
-        session.execute(
-            insert(LlmCall)
-            .values([_columns(row, CALL_COLUMNS, attempt_id) for row in rows.calls])
-            .on_conflict_do_nothing(index_elements=["attempt_id", "index"])
-        )
+    """An executemany per table (and per set of columns, normally one) on the session's
+    connection: the statement is compiled once per process, where a multi-row VALUES is
+    compiled and parsed again for every batch, and SQLAlchemy still sends the rows in one
+    round trip ("insertmanyvalues")."""
+    connection = session.connection()
+    for statement, table_rows, allowed in (
+        (_INSERT_STEPS, rows.steps, STEP_COLUMNS),
+        (_INSERT_CALLS, rows.calls, CALL_COLUMNS),
+    ):
+        by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
+        for row in table_rows:
+            by_columns.setdefault(frozenset(row), []).append(_columns(row, allowed, attempt_id))
+        for batch in by_columns.values():
+            connection.execute(statement, batch)
 
 
 def _columns(row: dict[str, Any], allowed: frozenset[str], attempt_id: int) -> dict[str, Any]:
@@ -214,14 +222,20 @@ def _columns(row: dict[str, Any], allowed: frozenset[str], attempt_id: int) -> d
 
 
 def finish_attempt(
-    session: Session, attempt_id: int, outcome: EpisodeOutcome, rows: PendingRows
+    session: Session,
+    attempt_id: int,
+    outcome: EpisodeOutcome,
+    rows: PendingRows,
+    *,
+    policy_versions: tuple[int, int] | None = None,
 ) -> bool:
     """Write the last rows and finish attempt and rollout as ``succeeded``.
 
     Returns False (and writes nothing) when the attempt was superseded or the rollout was
     cancelled meanwhile: exactly one attempt of a finished rollout is ``succeeded``.
-    ``success`` is ``reward == 1.0``; the policy versions seen come from the attempt's
-    recorded LLM calls.
+    ``success`` is ``reward == 1.0``; the policy versions seen are ``policy_versions``
+    when the caller saw every LLM call of the attempt (the built-in agent), else they are
+    read from the attempt's recorded calls (calls through the gateway).
     """
     attempt, rollout = _lock_attempt(session, attempt_id)
     if attempt.status != AttemptStatus.RUNNING:
@@ -233,11 +247,14 @@ def finish_attempt(
         session.flush()
         return False
     _insert_rows(session, attempt_id, rows)
-    low, high = session.execute(
-        select(func.min(LlmCall.policy_version), func.max(LlmCall.policy_version)).where(
-            LlmCall.attempt_id == attempt_id
-        )
-    ).one()
+    if policy_versions is not None:
+        low, high = policy_versions
+    else:
+        low, high = session.execute(
+            select(func.min(LlmCall.policy_version), func.max(LlmCall.policy_version)).where(
+                LlmCall.attempt_id == attempt_id
+            )
+        ).one()
     _set_attempt_status(attempt, AttemptStatus.SUCCEEDED)
     attempt.finished_at = func.now()
     attempt.reward = outcome.reward

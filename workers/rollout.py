@@ -154,7 +154,13 @@ def _play(
         reward=result.reward, num_steps=result.num_steps, reward_parts=result.reward_parts
     )
     with session_scope(runtime.sessions) as session:
-        finished = finish_attempt(session, start.attempt_id, outcome, recorder.take_pending())
+        finished = finish_attempt(
+            session,
+            start.attempt_id,
+            outcome,
+            recorder.take_pending(),
+            policy_versions=None if agent_url else result.policy_versions,
+        )
     if not finished:
         publisher.publish("superseded")
         return Outcome.SUPERSEDED

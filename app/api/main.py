@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import httpx
+import aiohttp
 import redis
 import redis.asyncio
 from fastapi import FastAPI, Request
@@ -31,7 +31,7 @@ from workers.celery_app import create_celery
 logger = logging.getLogger(__name__)
 
 # Gateway calls are many and short; keep enough warm connections to the LLM server.
-HTTP_POOL = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+HTTP_POOL_SIZE = 256
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -41,29 +41,34 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings, pool_size=10, max_overflow=20)
         sessions = make_sessionmaker(engine)
-        # The gateway's writes skip the WAL flush wait: see app.api.services.gateway.
+        # The gateway's writes are single statements in autocommit that skip the WAL
+        # flush wait: see app.api.services.gateway.
         gateway_engine = make_engine(
             settings,
             pool_size=10,
             max_overflow=20,
             pool_pre_ping=False,
+            isolation_level="AUTOCOMMIT",
             connect_args={"options": "-c synchronous_commit=off"},
         )
         redis_url = settings.resolved_redis_url()
         sync_redis = redis.Redis.from_url(redis_url)
         async_redis = redis.asyncio.Redis.from_url(redis_url)
-        http = httpx.AsyncClient(timeout=settings.llm_timeout_s, limits=HTTP_POOL)
+        http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=settings.llm_timeout_s),
+            connector=aiohttp.TCPConnector(limit=HTTP_POOL_SIZE, limit_per_host=HTTP_POOL_SIZE),
+        )
         app.state.engine = engine
         app.state.sessionmaker = sessions
         app.state.redis = sync_redis
         app.state.celery = create_celery(settings)
-        app.state.gateway = Gateway(settings, http, async_redis, make_sessionmaker(gateway_engine))
+        app.state.gateway = Gateway(settings, http, async_redis, gateway_engine)
         app.state.metrics.watch_pipeline(sessions, sync_redis)
         logger.info("API ready (database and Redis from settings)")
         try:
             yield
         finally:
-            await http.aclose()
+            await http.close()
             await async_redis.aclose()
             sync_redis.close()
             app.state.celery.close()

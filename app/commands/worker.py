@@ -30,6 +30,16 @@ def worker(
     pool: Annotated[str, typer.Option(help="Celery pool: threads, prefork, solo.")] = "threads",
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
     name: Annotated[str | None, typer.Option(help="Node name (default wsrl-<pid>@host).")] = None,
+    processes: Annotated[
+        int,
+        typer.Option(
+            "--processes",
+            "-p",
+            min=1,
+            help="Worker processes, each with --concurrency threads; episodes are CPU-bound "
+            "Python, so use about one per core.",
+        ),
+    ] = 1,
 ) -> None:
     """Run a Celery worker for rollout jobs (wraps `celery worker`)."""
     from workers.celery_app import QUEUES, get_app
@@ -37,6 +47,17 @@ def worker(
     unknown = set(queues.split(",")) - set(QUEUES)
     if unknown:
         raise _fail(f"unknown queues {sorted(unknown)}; known: {', '.join(QUEUES)}")
+    if processes > 1:
+        import sys
+
+        from workers.supervisor import node_names, run_processes
+
+        base = [sys.executable, "-m", "app.cli", "worker", "--queues", queues, "--pool", pool]
+        base += ["--loglevel", loglevel]
+        if concurrency is not None:
+            base += ["--concurrency", str(concurrency)]
+        names = node_names(name or f"wsrl-{os.getpid()}@%h", processes)
+        raise typer.Exit(run_processes([[*base, "--name", node] for node in names]))
     try:
         celery = get_app()
     except ServicesNotRunningError as exc:

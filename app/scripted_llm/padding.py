@@ -40,7 +40,9 @@ def padded_action(
     """
     if "buy now" not in clickables:
         return oracle_action
-    values = [f"click[{v}]" for v in goal_option_values(goal, [c for c in clickables if c not in BUTTONS])]
+    values = [
+        f"click[{v}]" for v in goal_option_values(goal, [c for c in clickables if c not in BUTTONS])
+    ]
     if oracle_action != "click[buy now]" and oracle_action not in values:
         return oracle_action  # a wrong item is open: the oracle goes back
     last = history[-1] if history else ""

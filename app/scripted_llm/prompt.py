@@ -60,7 +60,9 @@ def parse_prompt(messages: list[dict[str, Any]]) -> AgentPrompt:
             has_search_bar = True
         elif line.startswith("click[") and line.endswith("]"):
             clickables.append(line[len("click[") : -1])
-    numbered = sorted(((int(n), a.strip()) for n, a in _STEP_LINE.findall(before)), key=lambda x: x[0])
+    numbered = sorted(
+        ((int(n), a.strip()) for n, a in _STEP_LINE.findall(before)), key=lambda x: x[0]
+    )
     history = [action for _, action in numbered if _VALID_ACTION.match(action)]
     if has_search_bar:
         clickables = ["search", *clickables]

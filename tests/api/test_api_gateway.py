@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -14,13 +15,13 @@ import redis
 from fastapi.testclient import TestClient
 from helpers.api_rows import AUTH, TOKEN, Rows
 from helpers.processes import free_port
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from app.api.main import create_app
 from app.config import Settings
 from app.db.lifecycle import AttemptStatus, RolloutStatus
-from app.db.models import LlmCall
+from app.db.models import Attempt, LlmCall
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
 from workers.endpoint import EndpointStatus, PolicyEndpoint, publish_endpoint
@@ -265,3 +266,63 @@ def test_gateway_metrics_observed(
     text = client.get("/metrics").text
     assert "wsrl_gateway_overhead_seconds_count 1.0" in text
     assert "wsrl_gateway_request_seconds_count 1.0" in text
+
+
+def test_concurrent_calls_of_one_attempt_get_consecutive_indexes(
+    api_server: RunningServer,
+    version: int,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    rollout, attempt_id = attempt
+    url = f"{_gateway(api_server.url, rollout)}/chat/completions"
+    body = {"messages": MESSAGES, "max_tokens": 16}
+    with httpx.Client(timeout=30, headers=AUTH) as http, ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: http.post(url, json=body), range(48)))
+    assert [a.status_code for a in answers] == [200] * 48
+    indexes = sorted(int(a.headers["x-wsrl-call-index"]) for a in answers)
+    assert indexes == list(range(48))
+    assert [c.index for c in _calls(db_engine, attempt_id)] == list(range(48))
+
+
+def test_attempt_finished_after_a_call_409_and_not_recorded(
+    api_server: RunningServer,
+    version: int,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    rollout, attempt_id = attempt
+    url = f"{_gateway(api_server.url, rollout)}/chat/completions"
+    first = httpx.post(url, json={"messages": MESSAGES}, headers=AUTH, timeout=30)
+    assert first.status_code == 200
+    with Session(db_engine) as session, session.begin():
+        session.execute(
+            update(Attempt).where(Attempt.id == attempt_id).values(status=AttemptStatus.FAILED)
+        )
+    second = httpx.post(url, json={"messages": MESSAGES}, headers=AUTH, timeout=30)
+    assert second.status_code == 409
+    assert "no longer running; the call was not recorded" in second.json()["detail"]
+    assert [c.index for c in _calls(db_engine, attempt_id)] == [0]
+
+
+def test_upstream_timeout_504_and_not_recorded(
+    api_settings: Settings,
+    redis_client: redis.Redis,
+    no_endpoint: None,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    rollout, attempt_id = attempt
+    hanging = create_scripted_llm("rule", None, fault="timeout", timeout_s=10.0)
+    with serve_in_thread(hanging) as llm:
+        publish_endpoint(redis_client, PolicyEndpoint(f"{llm.url}/v1", "policy", 7))
+        app = create_app(api_settings.model_copy(update={"llm_timeout_s": 0.5}))
+        with TestClient(app) as client:
+            response = client.post(
+                f"/v1/gateway/rollouts/{rollout}/attempts/1/v1/chat/completions",
+                json={"messages": MESSAGES},
+                headers=AUTH,
+            )
+    assert response.status_code == 504
+    assert f"upstream LLM at {llm.url}/v1 timed out" in response.json()["detail"]
+    assert _calls(db_engine, attempt_id) == []

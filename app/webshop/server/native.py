@@ -72,8 +72,14 @@ def create_session(
 
 @router.post("/sessions/{session_id}/step")
 def step(session_id: str, body: StepBody, service: ServiceDep) -> Response:
-    """One action. An invalid action is a normal answer with ``info.valid`` false."""
-    return OrjsonResponse(step_json(service.step(session_id, body.action).result))
+    """One action. An invalid action is a normal answer with ``info.valid`` false.
+
+    ``available_actions`` is the page's actions after the step (null once done): the
+    agent builds its next prompt without a second request."""
+    stepped = service.step(session_id, body.action, with_actions=True)
+    return OrjsonResponse(
+        {**step_json(stepped.result), "available_actions": stepped.available_actions}
+    )
 
 
 @router.get("/sessions/{session_id}")

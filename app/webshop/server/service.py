@@ -32,6 +32,9 @@ class Stepped:
 
     entry: SessionEntry
     result: StepResult
+    # The page's actions after the step, read under the session's lock (None once done),
+    # so that an agent needs no second request to build its next prompt.
+    available_actions: dict[str, Any] | None = None
 
 
 def goal_json(goal: Goal) -> dict[str, Any]:
@@ -125,14 +128,20 @@ class WebShopService:
         session = self.env.new_session(None if goal is None else goal.index, seed=seed)
         return self.store.add(session, key=key)
 
-    def step(self, key: str, action: str) -> Stepped:
-        """Run one action on a session, serialised with every other use of that session."""
+    def step(self, key: str, action: str, *, with_actions: bool = False) -> Stepped:
+        """Run one action on a session, serialised with every other use of that session.
+
+        ``with_actions`` also reads the page's available actions after the step (not
+        once done) under the same lock."""
         with self.store.using(key) as entry:
             result = entry.session.step(action)
             entry.num_steps += 1
             if result.done and entry.purchased_asin is None:
                 entry.purchased_asin = _purchased_asin(result)
-            return Stepped(entry, result)
+            available = (
+                entry.session.available_actions() if with_actions and not result.done else None
+            )
+            return Stepped(entry, result, available)
 
     def summary(self, key: str) -> dict[str, Any]:
         """The native ``GET /sessions/{id}`` answer."""

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
+import orjson
 import redis
 import redis.asyncio
 from fastapi import FastAPI, Request
@@ -50,6 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
             pool_pre_ping=False,
             isolation_level="AUTOCOMMIT",
             connect_args={"options": "-c synchronous_commit=off"},
+            json_serializer=_orjson_text,
         )
         redis_url = settings.resolved_redis_url()
         sync_redis = redis.Redis.from_url(redis_url)
@@ -92,6 +94,11 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_exception_handler(DataError, _data_error)
     app.add_exception_handler(IllegalTransition, _illegal_transition)
     return app
+
+
+def _orjson_text(value: object) -> str:
+    """JSONB parameters (the gateway's request messages) serialised by orjson, not json."""
+    return orjson.dumps(value).decode()
 
 
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:

@@ -38,11 +38,8 @@ def test_play_groups_records_the_generated_tokens_per_call(
 
 def test_grpo_step_updates_the_backend(env: WebShopEnv, tiny_checkpoint: Path) -> None:
     backend = LocalBackend(tiny_checkpoint, TrainerConfig(group_size=2, sample_mode="transition"))
-    before = {k: v.clone() for k, v in backend.model.state_dict().items()}
     metrics = grpo_step(backend, env, env.goal_ids("test")[:2], max_steps=1, max_tokens=4, seed=0)
     assert metrics["samples/samples"] == 4.0 and backend.version == 1
     assert 0.0 <= metrics["reward/success"] <= 1.0
-    after = backend.model.state_dict()
     # Rewards may all be equal (advantage 0); the update still ran (optimizer state exists).
-    assert backend.optimizer.state
-    assert set(after) == set(before)
+    assert backend.optimizer.state and "losses/total" in metrics

@@ -220,3 +220,16 @@ def test_env_server_down_is_a_retryable_env_error() -> None:
         down.create_session(0)
     assert caught.value.status_code is None and caught.value.retryable
     assert f"env server http://127.0.0.1:{port} unreachable" in caught.value.reason
+
+
+class OneRequestPerStepEnv(EnvClient):
+    """Fails the test when the agent asks for the available actions separately."""
+
+    def available_actions(self, session_id: str) -> dict:
+        raise AssertionError("the step answer carries the available actions")
+
+
+def test_episode_makes_one_env_request_per_step(env_server: RunningServer, llm: LLMClient) -> None:
+    with OneRequestPerStepEnv(env_server.url) as env:
+        result = run_episode(env, llm, GOALS[1], ListRecorder(), max_steps=15)
+    assert result.reward == 1.0

@@ -240,3 +240,35 @@ def test_extend_deadlines_caps_at_episode_budget(db_session: Session, rollout: R
     db_session.refresh(rollout)
     remaining = (rollout.deadline_at - datetime.now(UTC)).total_seconds()
     assert 0 < remaining <= 11
+
+
+def test_finish_attempt_takes_the_callers_policy_versions(
+    db_session: Session, rollout: Rollout
+) -> None:
+    start = _start(db_session, rollout)
+    done = finish_attempt(
+        db_session,
+        start.attempt_id,
+        EpisodeOutcome(1.0, 1),
+        _rows(1, version=5),
+        policy_versions=(5, 6),
+    )
+    assert done
+    db_session.refresh(rollout)
+    assert (rollout.policy_version_min, rollout.policy_version_max) == (5, 6)
+
+
+def test_rows_with_different_columns_are_written_in_one_call(
+    db_session: Session, rollout: Rollout
+) -> None:
+    start = _start(db_session, rollout)
+    rows = _rows(2)
+    rows.steps.append({"index": 2, "action": "click[x]", "observation": "o", "reward": 0.5})
+    write_rows(db_session, start.attempt_id, rows)
+    write_rows(db_session, start.attempt_id, _rows(3))  # idempotent on (attempt, index)
+    steps = db_session.scalars(
+        select(Step).where(Step.attempt_id == start.attempt_id).order_by(Step.index)
+    ).all()
+    assert [(s.index, s.reward) for s in steps] == [(0, 0.0), (1, 0.0), (2, 0.5)]
+    calls = db_session.scalar(select(func.count()).where(LlmCall.attempt_id == start.attempt_id))
+    assert calls == 3

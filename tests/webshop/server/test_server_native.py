@@ -157,3 +157,15 @@ def test_health_counts_products_goals_sessions(client, webshop_env, path) -> Non
     assert body["goals"] == len(webshop_env.goals)
     assert body["products"] > 0
     assert isinstance(body["sessions"], int)
+
+
+def test_step_carries_the_next_available_actions_null_once_done(client, reference_episode) -> None:
+    expected = reference_episode(0)
+    sid = client.post("/sessions", json={"goal_id": 0}).json()["session_id"]
+    for action in expected.actions:
+        step = client.post(f"/sessions/{sid}/step", json={"action": action}).json()
+        if not step["done"]:
+            separate = client.get(f"/sessions/{sid}/available_actions").json()
+            assert step["available_actions"] == separate
+    assert step["done"] is True
+    assert step["available_actions"] is None

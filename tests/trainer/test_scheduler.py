@@ -1,0 +1,50 @@
+"""The scheduler keeps batch_groups x (1 + max_staleness) groups queued or running."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from helpers.training_rows import R, S, add_group, ensure_goal
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.db import migrate
+from app.db.lifecycle import RolloutStatus
+from app.db.models import Rollout
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer.scheduler import Scheduler, outstanding_groups
+from workers.celery_app import create_celery
+
+
+def test_top_up_fills_to_target_counting_queued_and_running_groups(
+    make_database: Callable[[], str], test_settings: Settings
+) -> None:
+    url = make_database()
+    migrate.upgrade(url)
+    settings = test_settings.model_copy(update={"database_url": url})
+    engine = make_engine(settings)
+    sessions = make_sessionmaker(engine)
+    try:
+        with session_scope(sessions) as session:
+            for goal in range(1, 6):
+                ensure_goal(session, goal)
+            add_group(session, [S, R])  # outstanding: one rollout still running
+            add_group(session, [S, S])  # finished: not outstanding
+        scheduler = Scheduler(
+            create_celery(settings), settings, group_size=2, target_groups=4,
+            sampling={"max_tokens": 16},
+        )  # fmt: skip
+        with session_scope(sessions) as session:
+            assert outstanding_groups(session) == 1
+            assert scheduler.top_up(session) == 3
+        with session_scope(sessions) as session:
+            assert outstanding_groups(session) == 4
+            assert scheduler.top_up(session) == 0
+            queued = session.scalars(
+                select(Rollout).where(Rollout.status == RolloutStatus.QUEUED)
+            ).all()
+            assert len(queued) == 6 and {r.sampling["max_tokens"] for r in queued} == {16}
+            groups = session.scalar(select(func.count(func.distinct(Rollout.group_id))))
+            assert groups == 5
+    finally:
+        engine.dispose()

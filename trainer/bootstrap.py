@@ -1,4 +1,4 @@
-"""``wsrl policy bootstrap``: build the tiny policy and warm-start it on oracle demonstrations.
+"""``wsrl policy bootstrap``: build the tiny policy and warm-start it on fair demonstrations.
 
 Deterministic per configuration (seeded goal order, initialisation and batching; torch
 runs single-process on CPU). The checkpoint folder is cached: a folder whose
@@ -42,12 +42,17 @@ class BootstrapConfig:
     lr: float = 3e-3
     """Peak AdamW learning rate (linear warm-up over 20 steps, then cosine decay)."""
     max_steps: int = 15
-    """Step limit of an oracle episode."""
+    """Step limit of a demonstration episode."""
+    history_steps: int = 1
+    """Previous steps shown in the demonstrations' prompts; run the policy with the same
+    (``agent_history_steps``). One is enough to know which option was clicked last, and
+    keeps prompts short."""
     context_weight: float = 0.2
     """Weight of the next-token loss on prompt tokens: a denser signal (the action grammar,
     ids and option values all appear in prompts) for a model trained from scratch."""
     tokenizer_goals: int = 400
-    """Goals whose instructions and oracle pages train the tokenizer (with product titles)."""
+    """Goals whose instructions and demonstration pages train the tokenizer (with every
+    product title; every product id is a token of its own)."""
     size: TinySize = field(default_factory=TinySize)
     """Shape of the model."""
 
@@ -55,8 +60,14 @@ class BootstrapConfig:
 def _tokenizer_texts(env: WebShopEnv, demos: list, goal_ids: list[int]) -> list[str]:
     texts = [m["content"] for d in demos for m in d.messages]
     texts += [env.goals[g].instruction for g in goal_ids]
-    texts += [env.product(i).name for i in range(min(env.num_products, 5000))]
+    texts += [env.product(i).name for i in range(env.num_products)]
     return texts
+
+
+def _product_ids(env: WebShopEnv) -> list[str]:
+    """Every asin as clicked (lower case) and as shown on result pages (upper case)."""
+    asins = [env.product(i).asin for i in range(env.num_products)]
+    return [*(a.lower() for a in asins), *(a.upper() for a in asins)]
 
 
 def _lr(step: int, total: int, peak: float) -> float:
@@ -133,7 +144,7 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
     if not force and (manifest := cached_manifest(out, config)) is not None:
         logger.info("tiny policy cached in %s", out)
         return {**manifest, "cached": True}
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     torch.manual_seed(config.seed)
     train = env.goal_ids("train")
     if len(train) < config.episodes:
@@ -142,9 +153,11 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
             "lower --episodes or use a larger catalog."
         )
     goal_ids = random.Random(config.seed).sample(train, config.episodes)
-    demos = demonstrations.collect(env, goal_ids, config.max_steps)
+    demos = demonstrations.collect(env, goal_ids, config.max_steps, config.history_steps)
     tokenizer = train_tokenizer(
-        _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]), config.size.vocab_size
+        _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]),
+        config.size.vocab_size,
+        _product_ids(env),
     )
     model = build_model(tokenizer, config.size, config.seed)
     samples = [demonstrations.to_sample(d, tokenizer) for d in demos]
@@ -158,7 +171,9 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
         "demonstrations": len(demos),
         "demo_tokens": sum(len(s) for s in samples),
         "final_loss": loss,
+        "history_steps": config.history_steps,
         "seconds": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return {**manifest, "cached": False}

@@ -1,41 +1,91 @@
-"""Oracle demonstrations rendered exactly as the agent's prompts, for supervised warm starts.
+"""Fair demonstrations rendered exactly as the agent's prompts, for supervised warm starts.
 
-Each step of an oracle episode becomes the messages :func:`workers.agent.build_messages`
-builds for it and the oracle's action as the assistant reply, so the warm-started policy
-is trained on the very prompt layout it will see in rollouts.
+The demonstrator acts only on what the policy will see, so imitating it is possible:
+the oracle (:mod:`app.webshop.agents`) searches the target's title, which no prompt
+shows, and a policy trained on that learns to make titles up. Here the demonstrator
+
+- searches the instruction's product description (the text before its options and
+  price limit: "i need a vegan pasta sauce with flavor: ...") -> ``search[i need a
+  vegan pasta sauce]``;
+- on the results page clicks the target when it is listed (the one privileged choice,
+  always among the listed ids), else the first result;
+- on an item page clicks the instruction's option values in order, then buys; on a
+  sub-page goes back.
+
+Each step becomes the messages :func:`workers.agent.build_messages` builds for it (with
+the policy's history length) and the action as the assistant reply, so the warm-started
+policy is trained on the very prompt layout it will see in rollouts.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.webshop.agents import oracle_action
+from app.webshop.agents import BUTTONS, goal_option_values
 from app.webshop.env import WebShopEnv
+from app.webshop.goals import Goal
 from trainer.samples import Sample
-from workers.agent import HistoryStep, build_messages
+from workers.agent import DEFAULT_HISTORY_STEPS, HistoryStep, build_messages
+
+# Where an instruction's product description ends: its options or its price limit.
+_DESCRIPTION_END = re.compile(r",? with |,? and price |,? price lower ")
 
 
 @dataclass(frozen=True)
 class Demonstration:
-    """One oracle step: what the agent would see, and what the oracle did."""
+    """One demonstrator step: what the agent would see, and what the demonstrator did."""
 
     goal_id: int
     messages: list[dict[str, str]]
     action: str
 
 
-def oracle_episode(env: WebShopEnv, goal_id: int, max_steps: int) -> list[Demonstration]:
-    """The oracle's steps on goal ``goal_id``, each rendered as the agent's prompt."""
+def search_keywords(instruction: str) -> str:
+    """The instruction up to its options / price limit, lowercased, without brackets."""
+    text = " ".join(instruction.lower().replace("[", " ").replace("]", " ").split())
+    match = _DESCRIPTION_END.search(text)
+    return (text[: match.start()] if match and match.start() > 0 else text).strip()
+
+
+def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str]) -> str:
+    """The demonstrator's next action from the page's actions and the previous actions."""
+    clickables = list(available_actions.get("clickables") or [])
+    if available_actions.get("has_search_bar"):
+        return f"search[{search_keywords(goal.instruction)}]"
+    products = [c for c in clickables if c not in BUTTONS]
+    if "buy now" in clickables:  # item page: the options the instruction names, then buy
+        clicks = [f"click[{v}]" for v in goal_option_values(goal, products)]
+        last = history[-1] if history else ""
+        done = clicks.index(last) + 1 if last in clicks else 0
+        return clicks[done] if done < len(clicks) else "click[buy now]"
+    if "next >" in clickables:  # results page
+        if goal.asin.lower() in products:
+            return f"click[{goal.asin.lower()}]"
+        return f"click[{products[0]}]" if products else "click[back to search]"
+    return "click[< prev]"
+
+
+def episode(
+    env: WebShopEnv, goal_id: int, max_steps: int, history_steps: int = DEFAULT_HISTORY_STEPS
+) -> list[Demonstration]:
+    """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt."""
     session = env.new_session(goal_id)
     history: list[HistoryStep] = []
     actions: list[str] = []
     demos: list[Demonstration] = []
-    observation, available = session.observation(), session.available_actions()
     for number in range(1, max_steps + 1):
-        action = oracle_action(session.goal, observation, available, actions)
-        messages = build_messages(session.instruction_text, observation, available, history)
+        available = session.available_actions()
+        action = fair_action(session.goal, available, actions)
+        messages = build_messages(
+            session.instruction_text,
+            session.observation(),
+            available,
+            history,
+            history_steps=history_steps,
+        )
         demos.append(Demonstration(goal_id, messages, action))
         result = session.step(action)
         seen = result.observation if result.info.get("valid", True) else result.info["error"]
@@ -43,13 +93,17 @@ def oracle_episode(env: WebShopEnv, goal_id: int, max_steps: int) -> list[Demons
         actions.append(action)
         if result.done:
             break
-        observation, available = session.observation(), session.available_actions()
     return demos
 
 
-def collect(env: WebShopEnv, goal_ids: Iterable[int], max_steps: int) -> list[Demonstration]:
-    """Oracle demonstrations of every goal in ``goal_ids``."""
-    return [d for goal_id in goal_ids for d in oracle_episode(env, goal_id, max_steps)]
+def collect(
+    env: WebShopEnv,
+    goal_ids: Iterable[int],
+    max_steps: int,
+    history_steps: int = DEFAULT_HISTORY_STEPS,
+) -> list[Demonstration]:
+    """Demonstrations of every goal in ``goal_ids``."""
+    return [d for g in goal_ids for d in episode(env, g, max_steps, history_steps)]
 
 
 def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:

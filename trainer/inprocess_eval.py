@@ -15,6 +15,7 @@ from typing import Any
 from app.webshop.env import WebShopEnv
 from trainer.generation import GenerationRequest, generate_batch
 from workers.agent import (
+    DEFAULT_HISTORY_STEPS,
     INVALID_REPLY_OBSERVATION,
     NO_ACTION,
     HistoryStep,
@@ -49,10 +50,14 @@ class EvalResult:
         return statistics.fmean(self.rewards) if self.rewards else 0.0
 
 
-def _prompt(episode: _Episode, tokenizer: Any) -> list[int]:
+def _prompt(episode: _Episode, tokenizer: Any, history_steps: int) -> list[int]:
     s = episode.session
     messages = build_messages(
-        s.instruction_text, s.observation(), s.available_actions(), episode.history
+        s.instruction_text,
+        s.observation(),
+        s.available_actions(),
+        episode.history,
+        history_steps=history_steps,
     )
     encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
     return list(encoded["input_ids"])
@@ -83,8 +88,10 @@ def evaluate(
     max_tokens: int = 32,
     batch_size: int = 25,
     seed: int = 0,
+    history_steps: int = DEFAULT_HISTORY_STEPS,
 ) -> EvalResult:
-    """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled)."""
+    """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
+    prompts showing the last ``history_steps`` steps."""
     episodes = [_Episode(env.new_session(g)) for g in goal_ids]
     steps = 0
     for number in range(1, max_steps + 1):
@@ -93,7 +100,7 @@ def evaluate(
             chunk = active[start : start + batch_size]
             requests = [
                 GenerationRequest(
-                    _prompt(e, tokenizer),
+                    _prompt(e, tokenizer, history_steps),
                     max_tokens,
                     temperature,
                     seed=seed * 100_003 + number * 1009 + i,

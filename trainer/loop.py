@@ -70,6 +70,11 @@ class LoopOptions:
     """Checkpoints kept on disk (the newest ones)."""
     poll_s: float = 1.0
     """Seconds between looks at Postgres while waiting for complete groups."""
+    skip_zero_variance: bool = True
+    """Leave groups whose rewards are all equal out of the update (DAPO's dynamic
+    sampling): their advantages are 0, so without KL or entropy terms they add no
+    gradient, only compute. They still count as used. With every group equal, the step
+    is recorded without an update (``update/skipped``) and the version stays."""
 
 
 @dataclass
@@ -211,8 +216,9 @@ class TrainLoop:
         advantages = rollout_advantages(
             [r.reward for r in records], [r.group_id for r in records], self.config
         )
+        learn_from, flat = self._informative(records)
         samples, stats = build_samples(
-            records,
+            learn_from,
             {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
             self.config.sample_mode,
             self.config.max_sample_tokens,
@@ -224,6 +230,7 @@ class TrainLoop:
             **selection.as_metrics(),
             **stats.as_metrics(),
             "batch/retired_groups": float(len(selection.discarded)),
+            "batch/zero_variance_groups": float(flat),
         }
         checkpoint_path: str | None = None
         if samples:
@@ -268,6 +275,17 @@ class TrainLoop:
             times["time/step_s"],
         )
         return StepResult(step, version, len(records), metrics)
+
+    def _informative(self, records: list[RolloutRecord]) -> tuple[list[RolloutRecord], int]:
+        """The records worth a gradient, and how many groups were left out as flat."""
+        uses_all = self.config.kl_coef > 0 or self.config.entropy_coef > 0
+        if not self.options.skip_zero_variance or uses_all:
+            return records, 0
+        rewards: dict[str, set[float]] = {}
+        for r in records:
+            rewards.setdefault(r.group_id, set()).add(r.reward)
+        flat = {g for g, values in rewards.items() if len(values) == 1}
+        return [r for r in records if r.group_id not in flat], len(flat)
 
     def run(
         self,

@@ -1,9 +1,17 @@
 """The tiny CPU policy: a few-million-parameter Qwen2 model and its own tokenizer.
 
-Everything is built here from nothing (no download): a byte-level BPE tokenizer trained
-on the catalog's text and the action grammar, with a ChatML template so that
+Everything is built here from nothing (no download): a word-level tokenizer trained on
+the catalog's text and the action grammar, with a ChatML template so that
 ``apply_chat_template`` works, and a randomly initialised ``Qwen2ForCausalLM``. The
-warm start (supervised learning on oracle demonstrations) is in :mod:`trainer.bootstrap`.
+warm start (supervised learning on demonstrations) is in :mod:`trainer.bootstrap`.
+
+Why word-level: the policy acts by copying a product id, an option value or instruction
+words from its prompt. With a byte-level BPE an id like ``b0yw0i2zyn`` is six pieces and
+a tiny model rarely copies all of them right; here words are split on spaces, newlines
+and punctuation first, BPE then merges (almost) every catalog word into one token, and
+every product id (lower and upper case) is an added token, so copying is pointing and
+prompts are about half as long. Decoding is exact: a space is the ``▁`` that starts a
+word, as in SentencePiece.
 """
 
 from __future__ import annotations
@@ -12,14 +20,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+import string
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 PAD = "<|endoftext|>"
+UNK = "<|unk|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
-SPECIAL_TOKENS = [PAD, IM_START, IM_END, *ROLE_TOKENS]
+SPECIAL_TOKENS = [PAD, IM_START, IM_END, *ROLE_TOKENS, UNK]
+SPACE = "\u2581"  # "▁": marks a word that follows a space
 ACTION_GRAMMAR = [
     "search[",
     "click[",
@@ -46,8 +58,8 @@ CHAT_TEMPLATE = (
 class TinySize:
     """Shape of the tiny model."""
 
-    vocab_size: int = 4096
-    """BPE vocabulary size (special tokens included)."""
+    vocab_size: int = 8192
+    """BPE vocabulary size (special tokens included; the whole-word tokens come on top)."""
     hidden_size: int = 192
     """Width of the residual stream."""
     layers: int = 4
@@ -60,22 +72,35 @@ class TinySize:
     """Longest sequence the rotary embedding is configured for."""
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer (any text encodes) with the chat template and role tokens."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int, words: Iterable[str] = ()
+) -> PreTrainedTokenizerFast:
+    """A word-level BPE tokenizer with the chat template and role tokens; each of ``words``
+    (product ids) is one token wherever it stands alone. Printable ASCII always encodes;
+    other characters unseen in ``texts`` become ``<|unk|>``."""
+    tok = Tokenizer(models.BPE(unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split("\n", "isolated"),
+            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first"),
+            pre_tokenizers.Punctuation("isolated"),
+        ]
+    )
+    tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="first")
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=[*string.printable, SPACE],
+        limit_alphabet=len(string.printable) + 64,
         show_progress=False,
     )
     tok.train_from_iterator(_with_grammar(texts), trainer=trainer)
+    tok.add_tokens([AddedToken(w, single_word=True, normalized=False) for w in dict.fromkeys(words)])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token=IM_END,
         pad_token=PAD,
+        unk_token=UNK,
         additional_special_tokens=[IM_START, *ROLE_TOKENS],
         chat_template=CHAT_TEMPLATE,
         model_max_length=4096,

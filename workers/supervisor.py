@@ -31,7 +31,9 @@ def node_names(name: str, processes: int) -> list[str]:
 
 def run_processes(commands: Sequence[Sequence[str]]) -> int:
     """Run the commands until one exits or a signal arrives; the worst exit status."""
-    children = [subprocess.Popen(list(command)) for command in commands]
+    # Own process groups: a terminal's Ctrl-C reaches only this process, which forwards it
+    # once (a second SIGINT would make Celery's warm shutdown a cold one).
+    children = [subprocess.Popen(list(command), process_group=0) for command in commands]
     stopping = False
 
     def forward(signum: int, frame: FrameType | None) -> None:

@@ -1,4 +1,4 @@
-"""Tiny-policy bootstrap smoke test: oracle demonstrations -> SFT -> HF checkpoint."""
+"""Tiny-policy bootstrap smoke test: fair demonstrations -> SFT -> HF checkpoint."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -42,19 +42,69 @@ def test_too_many_episodes_is_a_clear_error(env: WebShopEnv, tmp_path: Path) -> 
         bootstrap(env, tmp_path / "x", config)
 
 
-def test_oracle_demonstrations_are_parseable_agent_prompts(env: WebShopEnv) -> None:
+def test_demonstrations_are_parseable_agent_prompts(env: WebShopEnv) -> None:
     goal = env.goal_ids("train")[0]
-    demos = demonstrations.oracle_episode(env, goal, max_steps=15)
+    demos = demonstrations.episode(env, goal, max_steps=15, history_steps=1)
     assert demos[0].action.startswith("search[")
     assert demos[-1].action == "click[buy now]"
     assert all(parse_action(d.action) == d.action for d in demos)
     assert demos[0].messages[1]["content"].startswith("Instruction:")
+    assert "(the last 1 of 2)" in demos[2].messages[1]["content"]
+
+
+def test_demonstrations_act_only_on_what_the_policy_sees(env: WebShopEnv) -> None:
+    """The search is the instruction's own words (never the hidden title), and every
+    click is one of the listed actions of its prompt."""
+    for goal_id in env.goal_ids("train")[:20]:
+        demos = demonstrations.episode(env, goal_id, max_steps=15, history_steps=1)
+        keywords = demos[0].action.removeprefix("search[").removesuffix("]")
+        assert env.goals[goal_id].instruction.lower().startswith(keywords)
+        for demo in demos[1:]:
+            assert demo.action in demo.messages[1]["content"].split("Available actions:")[1]
+
+
+def test_search_keywords_drop_options_and_price() -> None:
+    text = "i need a vegan pasta sauce with flavor: teriyaki, and price lower than 30.00 dollars"
+    assert demonstrations.search_keywords(text) == "i need a vegan pasta sauce"
+    assert demonstrations.search_keywords("Find [red] mugs, and price lower than 5") == (
+        "find red mugs"
+    )
+    assert demonstrations.search_keywords("with love") == "with love"
+
+
+def test_demonstrations_succeed_on_most_goals(env: WebShopEnv) -> None:
+    """Imitating them is worth it: the demonstrator itself buys right almost always."""
+    goals = env.goal_ids("test")[:40]
+    rewards = []
+    for goal_id in goals:
+        session = env.new_session(goal_id)
+        for _ in range(15):
+            action = demonstrations.fair_action(
+                session.goal, session.available_actions(), session.history
+            )
+            result = session.step(action)
+            if result.done:
+                rewards.append(result.reward)
+                break
+    assert sum(r == 1.0 for r in rewards) >= 0.8 * len(goals)
+
+
+def test_tokenizer_makes_product_ids_single_tokens_and_decodes_exactly(
+    env: WebShopEnv, built
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(built[0]))
+    asin = env.product(7).asin
+    ids = tokenizer.encode(f"click[{asin.lower()}]", add_special_tokens=False)
+    assert len(ids) == 4  # "click", "[", the id, "]"
+    assert tokenizer.decode(ids) == f"click[{asin.lower()}]"
+    text = f"Step 2: click[pack of 1]\nObservation: {asin} [SEP] $10.97  two  spaces ~"
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
 
 
 def test_demonstration_sample_masks_only_the_action(env: WebShopEnv, built) -> None:
     out, manifest = built
     tokenizer = AutoTokenizer.from_pretrained(str(out))
-    demo = demonstrations.oracle_episode(env, env.goal_ids("train")[1], 15)[0]
+    demo = demonstrations.episode(env, env.goal_ids("train")[1], 15)[0]
     sample = demonstrations.to_sample(demo, tokenizer)
     generated = [t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
     assert tokenizer.decode(generated, skip_special_tokens=True) == demo.action

@@ -194,6 +194,25 @@ def test_another_trainer_marking_first_rolls_the_step_back(
         assert session.get(TrainStep, 2) is None
 
 
+def test_groups_with_equal_rewards_are_used_up_without_an_update(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    with session_scope(sessions) as session:
+        groups = [add_group(session, [S, S], rewards=[0.0, 0.0]) for _ in range(2)]
+    trainer = start(fresh_settings, tiny_checkpoint)
+    try:
+        weights = {k: v.clone() for k, v in trainer.loop.backend.model.state_dict().items()}
+        [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
+        assert result.version == 0 and result.metrics["update/skipped"] == 1.0
+        assert result.metrics["batch/zero_variance_groups"] == 2.0
+        after = trainer.loop.backend.model.state_dict()
+        assert all((after[k] == v).all() for k, v in weights.items())
+        assert read_endpoint(trainer.redis).version == 0
+    finally:
+        trainer.close()
+    assert all(m == {1} for m in train_steps_of(sessions, groups).values())
+
+
 def test_stop_event_ends_a_waiting_loop(fresh_settings: Settings, tiny_checkpoint: Path) -> None:
     trainer = start(fresh_settings, tiny_checkpoint)
     try:

@@ -144,7 +144,11 @@ def test_workers_keep_running_through_syncs(
             sync_goals(session, client)
         worker = celery_worker(tmp_path, settings, concurrency=8, name="sync").start()
         config = TrainerConfig(group_size=2, batch_groups=1, max_staleness=1, lr=1e-3)
-        options = LoopOptions(checkpoint_dir=tmp_path / "ckpt", poll_s=0.2)
+        # Random weights earn reward 0 everywhere: train on flat groups anyway, so that
+        # every step syncs new weights while the worker runs.
+        options = LoopOptions(
+            checkpoint_dir=tmp_path / "ckpt", poll_s=0.2, skip_zero_variance=False
+        )
         trainer = start_local_trainer(
             settings,
             config,

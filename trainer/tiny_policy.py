@@ -5,13 +5,16 @@ the catalog's text and the action grammar, with a ChatML template so that
 ``apply_chat_template`` works, and a randomly initialised ``Qwen2ForCausalLM``. The
 warm start (supervised learning on demonstrations) is in :mod:`trainer.bootstrap`.
 
-Why word-level: the policy acts by copying a product id, an option value or instruction
-words from its prompt. With a byte-level BPE an id like ``b0yw0i2zyn`` is six pieces and
-a tiny model rarely copies all of them right; here words are split on spaces, newlines
-and punctuation first, BPE then merges (almost) every catalog word into one token, and
-every product id (lower and upper case) is an added token, so copying is pointing and
-prompts are about half as long. Decoding is exact: a space is the ``▁`` that starts a
-word, as in SentencePiece.
+Why whole words: the policy acts by copying a product id, an option value or instruction
+words from its prompt. When an id like ``b0yw0i2zyn`` is six pieces a tiny model rarely
+copies all of them right; here the BPE vocabulary is large enough for (almost) every
+catalog word to be one token, and every product id (lower and upper case) is an added
+token, so copying is pointing and prompts are short.
+
+The tokenizer's pipeline is exactly the one ``transformers`` rebuilds for a ``qwen2``
+checkpoint (``AutoTokenizer`` always loads ``Qwen2Tokenizer`` there, keeping only the
+vocabulary, merges and added tokens): NFC, the Qwen2 split regex, byte-level BPE. Any
+other pipeline would tokenize differently once loaded than while training.
 """
 
 from __future__ import annotations
@@ -20,18 +23,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
-import string
-
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
 PAD = "<|endoftext|>"
-UNK = "<|unk|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
-SPECIAL_TOKENS = [PAD, IM_START, IM_END, *ROLE_TOKENS, UNK]
-SPACE = "\u2581"  # "▁": marks a word that follows a space
+SPECIAL_TOKENS = [PAD, IM_START, IM_END, *ROLE_TOKENS]
 ACTION_GRAMMAR = [
     "search[",
     "click[",
@@ -75,23 +84,22 @@ class TinySize:
 def train_tokenizer(
     texts: Iterable[str], vocab_size: int, words: Iterable[str] = ()
 ) -> PreTrainedTokenizerFast:
-    """A word-level BPE tokenizer with the chat template and role tokens; each of ``words``
-    (product ids) is one token wherever it stands alone. Printable ASCII always encodes;
-    other characters unseen in ``texts`` become ``<|unk|>``."""
-    tok = Tokenizer(models.BPE(unk_token=UNK))
+    """A byte-level BPE tokenizer (any text encodes) in the Qwen2 pipeline, with the chat
+    template and role tokens; each of ``words`` (product ids) is one token wherever it
+    stands as a word of its own."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split("\n", "isolated"),
-            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first"),
-            pre_tokenizers.Punctuation("isolated"),
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
-    tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="first")
+    tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=[*string.printable, SPACE],
-        limit_alphabet=len(string.printable) + 64,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(_with_grammar(texts), trainer=trainer)
@@ -100,7 +108,6 @@ def train_tokenizer(
         tokenizer_object=tok,
         eos_token=IM_END,
         pad_token=PAD,
-        unk_token=UNK,
         additional_special_tokens=[IM_START, *ROLE_TOKENS],
         chat_template=CHAT_TEMPLATE,
         model_max_length=4096,

@@ -1,18 +1,20 @@
 """Tiny-policy bootstrap: size, build time, and success of the warm-started policy.
 
-Builds the tiny policy with :func:`trainer.bootstrap.bootstrap` (oracle demonstrations on
+Builds the tiny policy with :func:`trainer.bootstrap.bootstrap` (fair demonstrations on
 train goals -> supervised learning) into a temporary folder and evaluates it in-process on
 the first test goals, greedy and sampled (temperature 1). Prints:
 
 - parameters: distinct model parameters (tied embeddings once);
-- bootstrap s: wall time of demonstrations + tokenizer + model + supervised learning;
+- bootstrap s: wall and CPU time of demonstrations + tokenizer + model + supervised
+  learning (the machine may be shared: CPU seconds are the steadier figure);
+- prompt tokens: mean length of a demonstration (prompt + action);
 - success greedy / sampled: share of test goals bought with reward 1.0;
 - mean reward, invalid steps: the env's reward and replies without a valid action;
 - eval s: wall time of each evaluation;
 - success random: the same goals played with uniformly random valid actions.
 
     .venv/bin/python benchmarks/tiny_policy.py                      # the defaults of the CLI
-    .venv/bin/python benchmarks/tiny_policy.py --episodes 20 --epochs 1 --goals 10   # quick
+    .venv/bin/python benchmarks/tiny_policy.py --episodes 40 --epochs 1 --goals 10   # quick
 """
 
 from __future__ import annotations
@@ -60,8 +62,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=BootstrapConfig.batch_size)
     parser.add_argument("--lr", type=float, default=BootstrapConfig.lr)
     parser.add_argument("--context-weight", type=float, default=BootstrapConfig.context_weight)
+    parser.add_argument("--history", type=int, default=BootstrapConfig.history_steps)
     parser.add_argument("--hidden", type=int, default=TinySize.hidden_size)
     parser.add_argument("--layers", type=int, default=TinySize.layers)
+    parser.add_argument("--vocab", type=int, default=TinySize.vocab_size)
     parser.add_argument("--goals", type=int, default=50, help="test goals to evaluate on")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
@@ -69,6 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     size = TinySize(
+        vocab_size=args.vocab,
         hidden_size=args.hidden,
         layers=args.layers,
         heads=max(2, args.hidden // 32),
@@ -81,14 +86,20 @@ def main() -> None:
         batch_size=args.batch_size,
         lr=args.lr,
         context_weight=args.context_weight,
+        history_steps=args.history,
         size=size,
     )
     env = WebShopEnv.load(cache_dir=Path(".wsrl/catalog"))
     out = args.out or Path(tempfile.mkdtemp(prefix="tiny-policy-"))
     manifest = bootstrap(env, out, config, force=args.out is None)
     print(f"parameters: {manifest['parameters']:,}")
-    print(f"demonstration steps: {manifest['demonstrations']} ({manifest['demo_tokens']:,} tokens)")
-    print(f"bootstrap s: {manifest['seconds']:.1f} (final SFT loss {manifest['final_loss']:.3f})")
+    steps, tokens = manifest["demonstrations"], manifest["demo_tokens"]
+    print(f"demonstration steps: {steps} ({tokens:,} tokens)")
+    print(f"prompt tokens: {tokens / steps:.0f} per step (history {args.history})")
+    print(
+        f"bootstrap s: {manifest['seconds']:.1f} wall, {manifest['cpu_seconds']:.1f} CPU "
+        f"(final SFT loss {manifest['final_loss']:.3f})"
+    )
     model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     goals = env.goal_ids("test")[: args.goals]
@@ -96,7 +107,15 @@ def main() -> None:
     print(f"success random: {success:.1%} on {len(goals)} test goals, mean reward {reward:.3f}")
     for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
         started = time.perf_counter()
-        result = evaluate(model, tokenizer, env, goals, temperature=temperature, seed=args.seed)
+        result = evaluate(
+            model,
+            tokenizer,
+            env,
+            goals,
+            temperature=temperature,
+            seed=args.seed,
+            history_steps=args.history,
+        )
         print(
             f"success {name}: {result.success_rate:.1%} on {len(goals)} test goals, "
             f"mean reward {result.mean_reward:.3f}, invalid steps "

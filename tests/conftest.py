@@ -134,6 +134,30 @@ def database_url(make_database: Callable[[], str]) -> str:
     return url
 
 
+@pytest.fixture
+def empty_database_url(make_database: Callable[[], str]) -> str:
+    """A database of this test's own, migrated to head and empty.
+
+    For tests that count rows: the session's ``database_url`` holds whatever other tests
+    committed for processes (workers, API servers) to see.
+    """
+    url = make_database()
+    migrate.upgrade(url)
+    return url
+
+
+@pytest.fixture
+def empty_db_session(empty_database_url: str) -> Iterator[Session]:
+    """A Session on :func:`empty_database_url` (nothing else writes there)."""
+    engine = make_engine(Settings(_env_file=None, database_url=empty_database_url))
+    session = Session(bind=engine, expire_on_commit=False)
+    try:
+        yield session
+    finally:
+        session.close()
+        engine.dispose()
+
+
 # --- Redis -----------------------------------------------------------------------------
 
 

@@ -33,13 +33,13 @@ class BootstrapConfig:
 
     seed: int = 0
     """Seeds goal sampling, initialisation and batch order."""
-    episodes: int = 60
-    """Oracle episodes (train goals) used as demonstrations."""
+    episodes: int = 120
+    """Demonstration episodes (train goals); about 4.7 steps each."""
     epochs: int = 3
     """Passes over the demonstrations."""
     batch_size: int = 4
     """Demonstration steps per optimizer step."""
-    lr: float = 3e-3
+    lr: float = 6e-3
     """Peak AdamW learning rate (linear warm-up over 20 steps, then cosine decay)."""
     max_steps: int = 15
     """Step limit of a demonstration episode."""
@@ -47,7 +47,7 @@ class BootstrapConfig:
     """Previous steps shown in the demonstrations' prompts; run the policy with the same
     (``agent_history_steps``). One is enough to know which option was clicked last, and
     keeps prompts short."""
-    context_weight: float = 0.2
+    context_weight: float = 0.5
     """Weight of the next-token loss on prompt tokens: a denser signal (the action grammar,
     ids and option values all appear in prompts) for a model trained from scratch."""
     tokenizer_goals: int = 400

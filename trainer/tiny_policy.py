@@ -69,13 +69,13 @@ class TinySize:
 
     vocab_size: int = 8192
     """BPE vocabulary size (special tokens included; the whole-word tokens come on top)."""
-    hidden_size: int = 192
+    hidden_size: int = 128
     """Width of the residual stream."""
-    layers: int = 4
+    layers: int = 3
     """Transformer blocks."""
-    heads: int = 6
+    heads: int = 4
     """Attention heads (key/value heads: half as many)."""
-    intermediate_size: int = 512
+    intermediate_size: int = 341
     """Width of the MLP."""
     max_positions: int = 4096
     """Longest sequence the rotary embedding is configured for."""
@@ -103,7 +103,9 @@ def train_tokenizer(
         show_progress=False,
     )
     tok.train_from_iterator(_with_grammar(texts), trainer=trainer)
-    tok.add_tokens([AddedToken(w, single_word=True, normalized=False) for w in dict.fromkeys(words)])
+    tok.add_tokens(
+        [AddedToken(w, single_word=True, normalized=False) for w in dict.fromkeys(words)]
+    )
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token=IM_END,

@@ -1,7 +1,8 @@
-"""``wsrl policy bootstrap``: the tiny CPU policy, warm-started on oracle demonstrations."""
+"""``wsrl policy bootstrap``: the tiny CPU policy, warm-started on fair demonstrations."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -18,17 +19,26 @@ def bootstrap_command(
         Path | None, typer.Option(help="Checkpoint folder; default <data_dir>/policy/tiny-SEED.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of data order and initialisation.")] = 0,
-    episodes: Annotated[int, typer.Option(min=1, help="Oracle episodes to imitate.")] = 60,
-    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 3,
-    hidden: Annotated[int, typer.Option(min=8, help="Hidden size of the model.")] = 192,
-    layers: Annotated[int, typer.Option(min=1, help="Transformer blocks.")] = 4,
-    vocab: Annotated[int, typer.Option(min=300, help="Tokenizer vocabulary size.")] = 4096,
+    episodes: Annotated[
+        int | None, typer.Option(min=1, help="Demonstration episodes (default 120).")
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, help="Passes over the demonstrations (default 3).")
+    ] = None,
+    hidden: Annotated[int | None, typer.Option(min=8, help="Hidden size (default 128).")] = None,
+    layers: Annotated[int | None, typer.Option(min=1, help="Transformer blocks (default 3).")] = (
+        None
+    ),
+    vocab: Annotated[
+        int | None, typer.Option(min=300, help="BPE vocabulary, ids on top (default 8192).")
+    ] = None,
     eval_goals: Annotated[
         int, typer.Option(min=0, help="Test goals to evaluate on afterwards (0 = none).")
     ] = 0,
     force: Annotated[bool, typer.Option(help="Rebuild even when cached.")] = False,
 ) -> None:
-    """Build the tiny policy (tokenizer + model) and imitate the oracle; cached per config.
+    """Build the tiny policy (tokenizer + model) and imitate fair demonstrations; cached
+    per config. Run it with agent_history_steps = the manifest's history_steps (1).
 
     Writes a Hugging Face checkpoint folder (AutoModelForCausalLM / AutoTokenizer load it).
     No download: the tokenizer is trained on the catalog and the action grammar.
@@ -39,14 +49,18 @@ def bootstrap_command(
     from trainer.tiny_policy import TinySize
 
     settings = get_settings()
-    size = TinySize(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        layers=layers,
-        heads=max(2, hidden // 32),
-        intermediate_size=hidden * 8 // 3,
+    size = TinySize()
+    if hidden is not None:
+        size = TinySize(
+            hidden_size=hidden, heads=max(2, hidden // 32), intermediate_size=hidden * 8 // 3
+        )
+    size = replace(size, layers=layers or size.layers, vocab_size=vocab or size.vocab_size)
+    config = BootstrapConfig(
+        seed=seed,
+        episodes=episodes or BootstrapConfig.episodes,
+        epochs=epochs or BootstrapConfig.epochs,
+        size=size,
     )
-    config = BootstrapConfig(seed=seed, episodes=episodes, epochs=epochs, size=size)
     target = out or settings.data_dir / "policy" / f"tiny-{seed}"
     env = WebShopEnv.load(
         settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
@@ -58,10 +72,10 @@ def bootstrap_command(
         f"{manifest['demonstrations']} demonstration steps, loss {manifest['final_loss']:.3f}"
     )
     if eval_goals:
-        _evaluate(env, target, eval_goals, seed)
+        _evaluate(env, target, eval_goals, seed, manifest["history_steps"])
 
 
-def _evaluate(env, target: Path, goals: int, seed: int) -> None:
+def _evaluate(env, target: Path, goals: int, seed: int, history_steps: int) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trainer.inprocess_eval import evaluate
@@ -70,7 +84,15 @@ def _evaluate(env, target: Path, goals: int, seed: int) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     ids = env.goal_ids("test")[:goals]
     for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
-        result = evaluate(model, tokenizer, env, ids, temperature=temperature, seed=seed)
+        result = evaluate(
+            model,
+            tokenizer,
+            env,
+            ids,
+            temperature=temperature,
+            seed=seed,
+            history_steps=history_steps,
+        )
         console.print(
             f"{name}: success {result.success_rate:.1%}, mean reward "
             f"{result.mean_reward:.3f}, invalid steps {result.invalid_steps}/{result.steps}"

@@ -57,7 +57,8 @@ def test_upgrade_unknown_revision_fails_clearly(fresh_url: str, tmp_path: Path) 
     assert "zzzz" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_sql_counts_and_refuses_writes(database_url: str, tmp_path: Path) -> None:
+def test_sql_counts_and_refuses_writes(empty_database_url: str, tmp_path: Path) -> None:
+    database_url = empty_database_url
     count = _wsrl(database_url, tmp_path, "sql", "select count(*) as n from rollouts", "-f", "csv")
     assert count.returncode == 0, count.stderr
     assert count.stdout.splitlines() == ["n", "0"]

@@ -69,7 +69,7 @@ def test_agent_plays_oracle_through_both_commands(services) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policy", "random"], "--policy must be one of oracle, rule"),
+        (["--policy", "random"], "--policy must be one of oracle, oracle-long, rule"),
         (["--fault", "explode"], "--fault must be one of ok, error_5xx"),
         (["--data", "x", "--products", "5"], "give --data or --products, not both"),
     ],

@@ -51,9 +51,9 @@ def test_percent_signs_are_not_placeholders(database_url: str, committed_goal: i
     assert result.rows == [(1,)]
 
 
-def test_views_are_readable(database_url: str) -> None:
-    assert run_readonly(database_url, "SELECT count(*) FROM trajectories").rows == [(0,)]
-    assert run_readonly(database_url, "SELECT * FROM policy_performance").rows == []
+def test_views_are_readable(empty_database_url: str) -> None:
+    assert run_readonly(empty_database_url, "SELECT count(*) FROM trajectories").rows == [(0,)]
+    assert run_readonly(empty_database_url, "SELECT * FROM policy_performance").rows == []
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from trainer.bootstrap import BootstrapConfig, action_nll, bootstrap, cached_man
 from trainer.inprocess_eval import evaluate
 from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
-from trainer.tiny_policy import TinySize
+from trainer.tiny_policy import TinySize, train_tokenizer
 from workers.agent import parse_action
 
 TINY = BootstrapConfig(
@@ -158,3 +158,20 @@ def test_action_nll_equals_masked_mean_of_token_logprobs(tiny_checkpoint) -> Non
         context = batch.attention_mask[:, 1:] * (1 - batch.loss_mask)  # (B, T-1)
         with_context = expected - 0.5 * (lp * context).sum() / context.sum()
         assert torch.allclose(action_nll(model, batch, 0.5), with_context, atol=1e-5)
+
+
+def test_loaded_tokenizer_encodes_as_the_one_trained_on(
+    env: WebShopEnv, built, tmp_path: Path
+) -> None:
+    """AutoTokenizer rebuilds a qwen2 checkpoint's tokenizer pipeline; the prompts the
+    policy was trained on must encode to the same ids after loading."""
+    out, _ = built
+    loaded = AutoTokenizer.from_pretrained(str(out))
+    texts = [m["content"] for d in demonstrations.episode(env, 11, 15) for m in d.messages]
+    trained = train_tokenizer(texts, 500, [env.product(i).asin.lower() for i in range(20)])
+    trained.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text((out / "config.json").read_text())  # model_type qwen2
+    reloaded = AutoTokenizer.from_pretrained(str(tmp_path))
+    for text in texts:
+        assert reloaded.encode(text) == trained.encode(text)
+    assert type(loaded) is type(reloaded)

@@ -53,7 +53,8 @@ def add_attempt(session, rollout: Rollout, status, version: int, tokens: list[in
     session.flush()
 
 
-def test_only_complete_fresh_groups_loaded_with_succeeded_attempt_calls(db_session) -> None:
+def test_only_complete_fresh_groups_loaded_with_succeeded_attempt_calls(empty_db_session) -> None:
+    db_session = empty_db_session
     make_goal(db_session, 91001)
     ready = add_group(db_session, 91001, [S, S, F])
     add_group(db_session, 91001, [S, R])  # incomplete

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.session import session_scope
+from app.db.types import without_nul
 from workers.agent import NO_ACTION, StepRecord
 from workers.llm import LLMCall
 from workers.persistence import PendingRows, write_rows
@@ -50,13 +51,13 @@ def step_row(step: StepRecord) -> dict[str, Any]:
     )
     return {
         "index": step.index,
-        "action": step.action if step.action is not None else NO_ACTION,
-        "observation": step.observation,
+        "action": without_nul(step.action if step.action is not None else NO_ACTION),
+        "observation": without_nul(step.observation),
         "reward": step.reward,
         "done": step.done,
         "valid": step.valid,
         "latency_ms": step.latency_ms,
-        "info": info,
+        "info": without_nul(info),
     }
 
 
@@ -66,8 +67,8 @@ def call_row(index: int, call: LLMCall) -> dict[str, Any]:
         "index": index,
         "policy_version": call.policy_version,
         "model": call.model,
-        "request_messages": call.messages,
-        "response_text": call.response_text,
+        "request_messages": without_nul(call.messages),
+        "response_text": without_nul(call.response_text),
         "prompt_token_ids": call.prompt_token_ids,
         "response_token_ids": call.response_token_ids,
         "response_logprobs": call.response_logprobs,

@@ -78,3 +78,19 @@ class Logprobs(TypeDecorator[list[float]]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> list[float] | None:
         return None if value is None else unpack_float32(value)
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with every NUL character of its strings replaced by U+FFFD.
+
+    PostgreSQL's ``text`` and ``jsonb`` cannot hold ``\\x00``, and a model can emit it:
+    without this, one garbage reply would fail the whole write of an attempt. Walks
+    dicts and lists; other values are returned as they are.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {key: without_nul(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(item) for item in value]
+    return value

@@ -272,3 +272,59 @@ def test_rows_with_different_columns_are_written_in_one_call(
     assert [(s.index, s.reward) for s in steps] == [(0, 0.0), (1, 0.0), (2, 0.5)]
     calls = db_session.scalar(select(func.count()).where(LlmCall.attempt_id == start.attempt_id))
     assert calls == 3
+
+
+def test_model_output_with_nul_characters_is_stored_not_lost(
+    db_session: Session, rollout: Rollout
+) -> None:
+    """PostgreSQL text/jsonb cannot hold NUL; a garbage reply must not fail the write."""
+    from workers.agent import StepRecord
+    from workers.llm import LLMCall
+    from workers.recording import call_row, step_row
+
+    garbage = "\x00search[\x00lamp]"
+    step = StepRecord(
+        index=0,
+        action=None,
+        reply=garbage,
+        observation="obs\x00",
+        reward=0.0,
+        done=False,
+        valid=False,
+        info={"valid": False, "nested": [{"text": garbage}]},
+        error="no action",
+        llm_latency_ms=1.0,
+        env_latency_ms=1.0,
+        policy_version=0,
+    )
+    call = LLMCall(
+        messages=[{"role": "user", "content": garbage}],
+        tools=None,
+        response_text=garbage,
+        tool_calls=[],
+        reasoning_text=None,
+        prompt_token_ids=[1],
+        response_token_ids=[0],
+        response_logprobs=[-0.1],
+        finish_reason="stop",
+        latency_ms=1.0,
+        policy_version=0,
+        model="policy",
+        trainable=True,
+    )
+    start = _start(db_session, rollout)
+    rows = PendingRows()
+    rows.steps.append(step_row(step))
+    rows.calls.append(call_row(0, call))
+    write_rows(db_session, start.attempt_id, rows)
+
+    stored_step = db_session.scalars(select(Step).where(Step.attempt_id == start.attempt_id)).one()
+    stored_call = db_session.scalars(
+        select(LlmCall).where(LlmCall.attempt_id == start.attempt_id)
+    ).one()
+    assert stored_step.info["reply"] == "\ufffdsearch[\ufffdlamp]"
+    assert stored_step.info["nested"][0]["text"] == "\ufffdsearch[\ufffdlamp]"
+    assert stored_step.observation == "obs\ufffd"
+    assert stored_call.response_text == "\ufffdsearch[\ufffdlamp]"
+    assert stored_call.request_messages[0]["content"] == "\ufffdsearch[\ufffdlamp]"
+    assert stored_call.response_token_ids == [0]

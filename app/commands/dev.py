@@ -102,7 +102,7 @@ def dev(
         from app.commands.train import ensure_tiny_policy
 
         model = ensure_tiny_policy(settings.data_dir)
-    supervisor = Supervisor(settings.data_dir / "logs" / "dev")
+    supervisor = Supervisor(settings.data_dir / "logs" / "dev", env=_child_env(settings, model))
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupt(*_: object) -> None:
@@ -138,6 +138,27 @@ def dev(
             signal.signal(signum, handler)
     console.print("all dev processes stopped")
     raise typer.Exit(code)
+
+
+def _child_env(settings, model: Path) -> dict[str, str] | None:
+    """The children's environment: the prompt history the policy was bootstrapped with.
+
+    The tiny policy is trained on prompts with ``history_steps`` past steps (recorded in
+    its ``bootstrap.json``); the workers must build the same prompts, unless the user set
+    ``WSRL_AGENT_HISTORY_STEPS`` explicitly.
+    """
+    import json
+    import os
+
+    from trainer.bootstrap import MANIFEST
+
+    manifest = model / MANIFEST
+    if "agent_history_steps" in settings.model_fields_set or not manifest.exists():
+        return None
+    history = json.loads(manifest.read_text()).get("history_steps")
+    if history is None:
+        return None
+    return {**os.environ, "WSRL_AGENT_HISTORY_STEPS": str(history)}
 
 
 def _prepare(settings) -> None:

@@ -33,6 +33,10 @@ HISTORY_OBSERVATION_CHARS = 200
 LOG_OBSERVATION_CHARS = 80
 NO_ACTION = "(no action)"
 INVALID_REPLY_OBSERVATION = "Invalid reply: it contained no search[...] or click[...] action."
+# The env server refuses longer actions with a 422; the agent makes them invalid steps
+# instead, so a runaway reply costs a step, not the attempt.
+MAX_ACTION_CHARS = 2_000
+TOO_LONG_ACTION = f"Invalid reply: the action is longer than {MAX_ACTION_CHARS} characters."
 
 
 class AgentMode(StrEnum):
@@ -396,7 +400,8 @@ def _take_step(
     """Turn one reply into a step: no env call when the reply holds no action."""
     action = action_from_call(call, mode)
     reply = _reply_summary(call)
-    if action is None:
+    if action is None or len(action) > MAX_ACTION_CHARS:
+        reason = INVALID_REPLY_OBSERVATION if action is None else TOO_LONG_ACTION
         return StepRecord(
             index=index,
             action=None,
@@ -405,8 +410,8 @@ def _take_step(
             reward=0.0,
             done=False,
             valid=False,
-            info={"valid": False, "error": INVALID_REPLY_OBSERVATION},
-            error=INVALID_REPLY_OBSERVATION,
+            info={"valid": False, "error": reason},
+            error=reason,
             llm_latency_ms=call.latency_ms,
             env_latency_ms=0.0,
             policy_version=call.policy_version,

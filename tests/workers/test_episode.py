@@ -233,3 +233,30 @@ def test_episode_makes_one_env_request_per_step(env_server: RunningServer, llm: 
     with OneRequestPerStepEnv(env_server.url) as env:
         result = run_episode(env, llm, GOALS[1], ListRecorder(), max_steps=15)
     assert result.reward == 1.0
+
+
+def test_action_longer_than_the_env_accepts_is_an_invalid_step_without_env_call(
+    env: EnvClient,
+) -> None:
+    from workers.agent import TOO_LONG_ACTION, _take_step
+
+    session = env.create_session(0)
+    call = LLMCall(
+        messages=[],
+        tools=None,
+        response_text="search[" + "lamp " * 1_000 + "]",
+        tool_calls=[],
+        reasoning_text=None,
+        prompt_token_ids=[1],
+        response_token_ids=[2],
+        response_logprobs=[-0.1],
+        finish_reason="stop",
+        latency_ms=1.0,
+        policy_version=0,
+        model="policy",
+        trainable=True,
+    )
+    step = _take_step(env, session.session_id, 0, call, AgentMode.TEXT, "obs")
+    assert not step.valid and step.action is None
+    assert step.error == TOO_LONG_ACTION and step.env_latency_ms == 0.0
+    assert env.step(session.session_id, "search[lamp]").valid

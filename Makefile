@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
-test: setup  ## run the test suite (real Postgres + Redis: machine's if WSRL_* set, else embedded)
+test: setup  ## run the tests (Postgres/Redis from WSRL_TEST_DATABASE_URL / WSRL_TEST_REDIS_URL, else embedded)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: setup  ## ruff lint + format check

@@ -177,6 +177,11 @@ def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
     return calls
 
 
+def _served_version(raw: dict[str, Any], published: int) -> int:
+    served = raw.get("policy_version")
+    return served if isinstance(served, int) and not isinstance(served, bool) else published
+
+
 def parse_chat_response(
     raw: dict[str, Any],
     *,
@@ -190,7 +195,10 @@ def parse_chat_response(
     """An OpenAI-compatible chat completion (parsed JSON) as an :class:`LLMCall`.
 
     Only the first choice is read (the agent asks for n=1). Raises
-    :class:`LLMBadResponse` when ``raw`` has no choice with a message.
+    :class:`LLMBadResponse` when ``raw`` has no choice with a message. A server that
+    names the version it served (the local policy server's ``policy_version``) is
+    believed over ``policy_version`` read from Redis before the call: a call served just
+    after a weight swap is then labelled with the new version, not the old one.
     """
     choices = raw.get("choices") if isinstance(raw, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -215,7 +223,7 @@ def parse_chat_response(
         response_logprobs=logprobs,
         finish_reason=choice.get("finish_reason"),
         latency_ms=latency_ms,
-        policy_version=policy_version,
+        policy_version=_served_version(raw, policy_version),
         model=str(raw.get("model", "")),
         base_url=base_url,
         attempts=attempts,

@@ -183,6 +183,14 @@ def test_parse_vllm_response_is_trainable() -> None:
     assert (call.policy_version, call.model, call.latency_ms) == (7, "qwen", 12.0)
 
 
+def test_parse_believes_the_version_the_server_says_it_served() -> None:
+    served = parse_chat_response({**_raw(), "policy_version": 8}, messages=[], policy_version=7)
+    assert served.policy_version == 8
+    assert parse_chat_response(_raw(), messages=[], policy_version=7).policy_version == 7
+    odd = parse_chat_response({**_raw(), "policy_version": "8"}, messages=[], policy_version=7)
+    assert odd.policy_version == 7
+
+
 def test_parse_choice_level_prompt_token_ids() -> None:
     raw = _raw(prompt_token_ids=[9, 9])
     del raw["prompt_token_ids"]

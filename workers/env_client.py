@@ -150,9 +150,11 @@ class EnvClient:
     def available_actions(self, session_id: str) -> dict[str, Any]:
         return self._json("GET", f"/sessions/{session_id}/available_actions")
 
-    def get_session(self, session_id: str) -> dict[str, Any]:
-        """``{session_id, goal_id, done, reward, reward_parts, num_steps, purchased_asin}``."""
-        return self._json("GET", f"/sessions/{session_id}")
+    def get_session(self, session_id: str, *, steps: bool = False) -> dict[str, Any]:
+        """``{session_id, goal_id, done, reward, reward_parts, num_steps, purchased_asin}``,
+        plus ``steps`` (one dict per step taken) when ``steps`` is true."""
+        params = {"steps": "true"} if steps else None
+        return self._json("GET", f"/sessions/{session_id}", params=params)
 
     def close_session(self, session_id: str) -> None:
         """Idempotent: closing a missing or expired session is not an error."""

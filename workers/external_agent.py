@@ -18,8 +18,8 @@ Every way the agent can let the attempt down is an :class:`ExternalAgentError` w
 reason that names it (timeout, HTTP status, malformed answer, no purchase, no gateway
 call); the rollout task records it on the attempt and retries like any failed attempt.
 
-Steps: the env server exposes no step history, so an external attempt records no
-``steps`` rows; ``num_steps`` comes from the env session (``GET /sessions/{id}``).
+Steps: the env server keeps each session's steps (``GET /sessions/{id}?steps=true``); they
+become the attempt's ``steps`` rows, with ``num_steps`` from the same answer.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import LlmCall
-from workers.agent import EpisodeRecorder, EpisodeResult
+from workers.agent import EpisodeRecorder, EpisodeResult, StepRecord
 from workers.env_client import EnvClient, EnvError
 from workers.llm import Sampling
 
@@ -176,7 +176,7 @@ def run_external_episode(
     timeout_s = agent_timeout_s(max_steps, step_timeout_s)
     try:
         answer = _ask_agent(http, agent_url, payload, timeout_s)
-        summary = env.get_session(session.session_id)
+        summary = env.get_session(session.session_id, steps=True)
     finally:
         try:
             env.close_session(session.session_id)
@@ -189,6 +189,7 @@ def run_external_episode(
             f"attempt {attempt}); it must send its chat completions to llm.base_url"
         )
     num_steps = int(summary.get("num_steps") or 0)
+    _record_env_steps(recorder, summary.get("steps") or [], calls)
     if not summary.get("done"):
         raise ExternalAgentError(
             f"no purchase: agent {agent_url} answered done={answer.done} but env session "
@@ -220,6 +221,36 @@ def run_external_episode(
         reward_parts=summary.get("reward_parts"),
         duration_s=time.monotonic() - started,
     )
+
+
+def _record_env_steps(
+    recorder: EpisodeRecorder, steps: list[dict[str, Any]], calls: GatewayCalls
+) -> None:
+    """The steps the agent took, as the env server saw them, become ``steps`` rows.
+
+    The agent's replies and latencies are not known here (its LLM calls are recorded by
+    the gateway), so ``reply`` is empty and the policy version is the latest that served
+    the attempt.
+    """
+    version = calls.version_max if calls.version_max is not None else 0
+    for step in steps:
+        valid = bool(step.get("valid", True))
+        recorder.on_step(
+            StepRecord(
+                index=int(step["index"]),
+                action=str(step["action"]),
+                reply="",
+                observation=str(step.get("observation", "")),
+                reward=float(step.get("reward") or 0.0),
+                done=bool(step.get("done")),
+                valid=valid,
+                info={"valid": valid, "source": "env session (external agent)"},
+                error=None if valid else "invalid action",
+                llm_latency_ms=0.0,
+                env_latency_ms=0.0,
+                policy_version=version,
+            )
+        )
 
 
 def _ask_agent(

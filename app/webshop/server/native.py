@@ -83,8 +83,10 @@ def step(session_id: str, body: StepBody, service: ServiceDep) -> Response:
 
 
 @router.get("/sessions/{session_id}")
-def get_session(session_id: str, service: ServiceDep) -> Response:
-    return OrjsonResponse(service.summary(session_id))
+def get_session(session_id: str, service: ServiceDep, steps: bool = False) -> Response:
+    """The episode's outcome; ``?steps=true`` adds every step taken (action, observation,
+    reward, done, valid), which is how external agents' steps get recorded."""
+    return OrjsonResponse(service.summary(session_id, with_steps=steps))
 
 
 @router.get("/sessions/{session_id}/observation")

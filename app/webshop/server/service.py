@@ -135,6 +135,16 @@ class WebShopService:
         once done) under the same lock."""
         with self.store.using(key) as entry:
             result = entry.session.step(action)
+            entry.steps.append(
+                {
+                    "index": entry.num_steps,
+                    "action": action,
+                    "observation": result.observation,
+                    "reward": result.reward,
+                    "done": result.done,
+                    "valid": bool(result.info.get("valid", True)),
+                }
+            )
             entry.num_steps += 1
             if result.done and entry.purchased_asin is None:
                 entry.purchased_asin = _purchased_asin(result)
@@ -143,11 +153,13 @@ class WebShopService:
             )
             return Stepped(entry, result, available)
 
-    def summary(self, key: str) -> dict[str, Any]:
-        """The native ``GET /sessions/{id}`` answer."""
+    def summary(self, key: str, *, with_steps: bool = False) -> dict[str, Any]:
+        """The native ``GET /sessions/{id}`` answer (``steps`` too when asked)."""
         with self.store.using(key) as entry:
             session = entry.session
+            extra = {"steps": list(entry.steps)} if with_steps else {}
             return {
+                **extra,
                 "session_id": entry.key,
                 "goal_id": session.goal.index,
                 "done": session.done,

@@ -53,6 +53,9 @@ class SessionEntry:
     last_used: float
     num_steps: int = 0
     purchased_asin: str | None = None
+    # One dict per step (index, action, observation, reward, done, valid): agents that
+    # drive the env themselves (external agents) have their steps recorded from here.
+    steps: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 

@@ -169,3 +169,18 @@ def test_step_carries_the_next_available_actions_null_once_done(client, referenc
             assert step["available_actions"] == separate
     assert step["done"] is True
     assert step["available_actions"] is None
+
+
+def test_session_steps_list_every_step_taken_in_order(client, reference_episode) -> None:
+    expected = reference_episode(0)
+    sid = client.post("/sessions", json={"goal_id": 0}).json()["session_id"]
+    client.post(f"/sessions/{sid}/step", json={"action": "click[not a button]"})
+    for action in expected.actions:
+        client.post(f"/sessions/{sid}/step", json={"action": action})
+    plain = client.get(f"/sessions/{sid}").json()
+    assert "steps" not in plain
+    steps = client.get(f"/sessions/{sid}", params={"steps": "true"}).json()["steps"]
+    assert [s["index"] for s in steps] == list(range(len(expected.actions) + 1))
+    assert [s["action"] for s in steps] == ["click[not a button]", *expected.actions]
+    assert steps[0]["valid"] is False and all(s["valid"] for s in steps[1:])
+    assert steps[-1]["done"] is True and steps[-1]["reward"] == plain["reward"]

@@ -19,10 +19,9 @@ from helpers.processes import (
     free_port,
     scripted_llm,
 )
-from helpers.stack import RolloutStack
+from helpers.stack import RolloutStack, isolated_settings
 
 from app.config import Settings
-from app.db import migrate
 from workers.celery_app import ROLLOUT_TASK
 from workers.endpoint import ENDPOINT_KEY
 
@@ -36,14 +35,11 @@ FLOWER_AUTH = ("wsrl", "flower-test-token")
 def stack(
     make_database, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RolloutStack]:
-    url = make_database()
-    migrate.upgrade(url)
     root: Path = tmp_path_factory.mktemp("api-e2e")
-    settings = Settings(
-        _env_file=None,
-        database_url=url,
-        redis_url=redis_url,
-        data_dir=root / "data",
+    settings = isolated_settings(
+        make_database,
+        redis_url,
+        root,
         api_token=FLOWER_AUTH[1],
         llm_timeout_s=5.0,
         llm_retry_budget_s=5.0,

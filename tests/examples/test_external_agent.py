@@ -38,11 +38,11 @@ from helpers.processes import (
     example_agent,
     scripted_llm,
 )
+from helpers.stack import isolated_settings
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.db import migrate
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -143,14 +143,11 @@ class Pipeline:
 def pipeline(
     make_database, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Pipeline]:
-    url = make_database()
-    migrate.upgrade(url)
     root: Path = tmp_path_factory.mktemp("external-agent")
-    base = Settings(
-        _env_file=None,
-        database_url=url,
-        redis_url=redis_url,
-        data_dir=root / "data",
+    base = isolated_settings(
+        make_database,
+        redis_url,
+        root,
         api_token=TOKEN,
         max_steps=MAX_STEPS,
         step_timeout_s=STEP_TIMEOUT_S,

@@ -17,7 +17,7 @@ import contextlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db import migrate
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -36,6 +37,18 @@ from workers.celery_app import create_celery
 from workers.enqueue import enqueue_rollouts, sync_goals
 from workers.env_client import EnvClient
 from workers.reconciler import reconcile_once
+
+
+def isolated_settings(
+    make_database: Callable[[], str], redis_url: str, root: Path, **overrides: Any
+) -> Settings:
+    """Settings on a database of their own, migrated to head, with ``data_dir`` under
+    ``root``: an end-to-end stack's rows never mix with other tests'."""
+    url = make_database()
+    migrate.upgrade(url)
+    return Settings(
+        _env_file=None, database_url=url, redis_url=redis_url, data_dir=root / "data", **overrides
+    )
 
 
 @dataclass

@@ -19,11 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.processes import set_llm_fault
-from helpers.stack import RolloutStack
+from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import func, select
 
-from app.config import Settings
-from app.db import migrate
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, LlmCall, Rollout, Step
 from app.db.session import session_scope
@@ -38,14 +36,11 @@ BASE_LATENCY_MS = 20.0
 def stack(
     make_database, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RolloutStack]:
-    url = make_database()
-    migrate.upgrade(url)
     root: Path = tmp_path_factory.mktemp("rollout-stack")
-    settings = Settings(
-        _env_file=None,
-        database_url=url,
-        redis_url=redis_url,
-        data_dir=root / "data",
+    settings = isolated_settings(
+        make_database,
+        redis_url,
+        root,
         worker_heartbeat_s=1.0,
         broker_visibility_timeout_s=16.0,
         retry_backoff_s=2.0,

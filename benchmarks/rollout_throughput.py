@@ -23,8 +23,10 @@ Targets: ratio >= 0.9 at 32 and >= 0.8 at 128 on a 2-core machine.
 
 Database and Redis come from the settings (``WSRL_DATABASE_URL`` / ``WSRL_REDIS_URL`` or
 the embedded services); a database ``wsrl_bench_<hex>`` is created and dropped, and Redis
-db ``--redis-db`` (default 13) is used for the queues; its rollout queues are deleted at
-start. Nothing else is touched.
+db ``--redis-db`` (default 12; ``gateway_external.py`` uses 13) is used for the queues;
+its rollout queues are deleted at start. Nothing else is touched; a policy endpoint
+published in that db (another benchmark's) would route the workers' calls away from the
+scripted LLM, so the run refuses to start then.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from app.db.lifecycle import AttemptStatus  # noqa: E402
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step  # noqa: E402
 from app.db.session import make_engine, make_sessionmaker, session_scope  # noqa: E402
 from workers.celery_app import QUEUES, create_celery  # noqa: E402
+from workers.endpoint import ENDPOINT_KEY  # noqa: E402
 from workers.enqueue import enqueue_rollouts, sync_goals  # noqa: E402
 from workers.env_client import EnvClient  # noqa: E402
 
@@ -193,7 +196,7 @@ def main() -> None:
     parser.add_argument(
         "--episode-steps", type=int, default=10, help="Steps of each episode (oracle-long)."
     )
-    parser.add_argument("--redis-db", type=int, default=13, help="Redis db for the queues.")
+    parser.add_argument("--redis-db", type=int, default=12, help="Redis db for the queues.")
     args = parser.parse_args()
 
     base = get_settings()
@@ -204,6 +207,11 @@ def main() -> None:
     database_url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     redis_url = urlsplit(base.resolved_redis_url())._replace(path=f"/{args.redis_db}").geturl()
     broker = redis.Redis.from_url(redis_url)
+    if broker.exists(ENDPOINT_KEY):
+        raise SystemExit(
+            f"Redis db {args.redis_db} has a published policy endpoint ({ENDPOINT_KEY}): "
+            "another run uses it; pick a free db with --redis-db"
+        )
     broker.delete(*QUEUES)
     started = []
     try:

@@ -135,16 +135,30 @@ class EndpointResolver:
         self._redis = redis
         self._key = key
         self._sleep = sleep
+        # The last record read and its parse: the record changes rarely, the GET is per call.
+        self._last: tuple[bytes | str, PolicyEndpoint] | None = None
+
+    def _published(self, redis: Redis) -> PolicyEndpoint | None:
+        raw = cast("bytes | str | None", redis.get(self._key))
+        if raw is None:
+            return None
+        last = self._last
+        if last is not None and last[0] == raw:
+            return last[1]
+        endpoint = PolicyEndpoint.from_json(raw)
+        self._last = (raw, endpoint)
+        return endpoint
 
     def current(self) -> PolicyEndpoint:
-        """The endpoint as published now (serving or paused).
+        """The endpoint as published now (serving or paused): one GET per call, so a new
+        record is used from the next call on.
 
         A Redis failure is an error rather than a silent switch to the fallback: the
         fallback may be another model, and its samples would be mislabelled.
         """
         if self._redis is not None:
             try:
-                published = read_endpoint(self._redis, key=self._key)
+                published = self._published(self._redis)
             except RedisError as exc:
                 raise EndpointUnavailable(f"cannot read policy endpoint from Redis: {exc}") from exc
             except ValueError as exc:

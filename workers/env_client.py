@@ -11,9 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from app.config import Settings
+from workers.http_pool import HttpError, HttpPool, HttpResponse, HttpTimeout
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +66,12 @@ class EnvStep:
 
 
 class EnvClient:
-    """Thread-safe (one ``httpx.Client`` with its connection pool); close it when done."""
+    """Thread-safe (one keep-alive connection pool, :mod:`workers.http_pool`); close it
+    when done."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._http = HttpPool(self.base_url, timeout_s=timeout_s)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EnvClient:
@@ -86,13 +86,13 @@ class EnvClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _call(self, method: str, path: str, **kwargs: Any) -> HttpResponse:
         what = f"{method} {path}"
         try:
             response = self._http.request(method, path, **kwargs)
-        except httpx.TimeoutException as exc:
+        except HttpTimeout as exc:
             raise EnvError(f"env server {self.base_url}: {what} timed out") from exc
-        except httpx.HTTPError as exc:
+        except HttpError as exc:
             raise EnvError(f"env server {self.base_url} unreachable: {what}: {exc}") from exc
         if response.status_code >= 400:
             raise EnvError(
@@ -164,7 +164,7 @@ class EnvClient:
         return self._json("GET", "/health")
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(response: HttpResponse) -> str:
     try:
         body = response.json()
     except ValueError:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import CursorResult, func, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import CursorResult, Interval, bindparam, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from app.db.lifecycle import (
     FINAL_ROLLOUT_STATUSES,
@@ -32,10 +33,10 @@ from app.db.models import Attempt, LlmCall, Rollout, Step
 
 STEP_COLUMNS = frozenset(c.key for c in Step.__table__.columns) - {"id"}
 CALL_COLUMNS = frozenset(c.key for c in LlmCall.__table__.columns) - {"id"}
-_INSERT_STEPS = insert(Step.__table__).on_conflict_do_nothing(
+_INSERT_STEPS = pg_insert(Step.__table__).on_conflict_do_nothing(
     index_elements=["attempt_id", "index"]
 )
-_INSERT_CALLS = insert(LlmCall.__table__).on_conflict_do_nothing(
+_INSERT_CALLS = pg_insert(LlmCall.__table__).on_conflict_do_nothing(
     index_elements=["attempt_id", "index"]
 )
 
@@ -103,10 +104,6 @@ def _set_attempt_status(attempt: Attempt, new: AttemptStatus) -> None:
     attempt.status = new
 
 
-def _lock_rollout(session: Session, rollout_id: uuid.UUID) -> Rollout | None:
-    return session.get(Rollout, rollout_id, with_for_update=True, populate_existing=True)
-
-
 def _lock_attempt(session: Session, attempt_id: int) -> tuple[Attempt, Rollout]:
     """The attempt, read after locking its rollout (the lock every status change takes)."""
     owner = select(Attempt.rollout_id).where(Attempt.id == attempt_id).scalar_subquery()
@@ -123,12 +120,90 @@ def _lock_attempt(session: Session, attempt_id: int) -> tuple[Attempt, Rollout]:
     return attempt, rollout
 
 
-def _running_attempts(session: Session, rollout_id: uuid.UUID) -> Sequence[Attempt]:
-    return session.scalars(
-        select(Attempt).where(
-            Attempt.rollout_id == rollout_id, Attempt.status == AttemptStatus.RUNNING
-        )
-    ).all()
+_ROLLOUTS = Rollout.__table__
+_ATTEMPTS = Attempt.__table__
+
+# The once-per-episode statements, built once: building and coercing a statement costs
+# more CPU than running its cached compiled form.
+_RUNNING_IDS = (
+    select(func.array_agg(_ATTEMPTS.c.id))
+    .where(_ATTEMPTS.c.rollout_id == _ROLLOUTS.c.id, _ATTEMPTS.c.status == AttemptStatus.RUNNING)
+    .scalar_subquery()
+)
+_LOCK_FOR_START = (
+    select(
+        _ROLLOUTS.c.status,
+        _ROLLOUTS.c.attempts,
+        _ROLLOUTS.c.max_attempts,
+        _ROLLOUTS.c.goal_id,
+        _ROLLOUTS.c.mode,
+        _ROLLOUTS.c.agent_url,
+        _ROLLOUTS.c.sampling,
+        _ROLLOUTS.c.last_error,
+        func.coalesce(func.now() < _ROLLOUTS.c.deadline_at, False).label("alive"),
+        _RUNNING_IDS.label("running"),
+    )
+    .where(_ROLLOUTS.c.id == bindparam("rollout_id"))
+    .with_for_update(of=_ROLLOUTS)
+)
+_INSERT_ATTEMPT = insert(_ATTEMPTS).returning(_ATTEMPTS.c.id)
+_OPEN_ROLLOUT = (
+    update(_ROLLOUTS)
+    .where(_ROLLOUTS.c.id == bindparam("rollout_id"))
+    .values(
+        status=RolloutStatus.RUNNING,
+        attempts=bindparam("number"),
+        worker=bindparam("by"),
+        started_at=func.now(),
+        deadline_at=func.now() + bindparam("liveness", type_=Interval),
+    )
+)
+_LOCK_OWNER = (
+    select(_ROLLOUTS.c.id, _ROLLOUTS.c.status)
+    .where(
+        _ROLLOUTS.c.id
+        == select(_ATTEMPTS.c.rollout_id)
+        .where(_ATTEMPTS.c.id == bindparam("attempt_id"))
+        .scalar_subquery()
+    )
+    .with_for_update()
+)
+_ATTEMPT_STATUS = select(_ATTEMPTS.c.status).where(_ATTEMPTS.c.id == bindparam("attempt_id"))
+_SUCCEED_ATTEMPT = (
+    update(_ATTEMPTS)
+    .where(_ATTEMPTS.c.id == bindparam("attempt_id"))
+    .values(
+        status=AttemptStatus.SUCCEEDED,
+        finished_at=func.now(),
+        reward=bindparam("r_reward"),
+        reward_parts=bindparam("r_parts"),
+    )
+)
+_SUCCEED_ROLLOUT = (
+    update(_ROLLOUTS)
+    .where(_ROLLOUTS.c.id == bindparam("rollout_id"))
+    .values(
+        status=RolloutStatus.SUCCEEDED,
+        reward=bindparam("r_reward"),
+        success=bindparam("r_success"),
+        num_steps=bindparam("r_steps"),
+        reward_parts=bindparam("r_parts"),
+        policy_version_min=bindparam("v_min"),
+        policy_version_max=bindparam("v_max"),
+        finished_at=func.now(),
+        deadline_at=None,
+        last_error=None,
+    )
+)
+
+
+def _expire_loaded(session: Session, model: type[Rollout] | type[Attempt], *ids: Any) -> None:
+    """Expire the session's objects of rows changed by Core statements, so that a caller
+    holding them (the API, tests, the reconciler in one session) reads the new values."""
+    for ident in ids:
+        loaded = session.identity_map.get(identity_key(model, ident))
+        if loaded is not None:
+            session.expire(loaded)
 
 
 def start_attempt(
@@ -141,39 +216,67 @@ def start_attempt(
     deliveries and a no-op. None also when the attempts are used up (the rollout is failed
     here). A ``running`` attempt whose heartbeat stopped is marked ``lost``: its worker
     died, and its rows must never reach training.
+
+    Core statements on the session's connection, not ORM objects: this runs once per
+    episode and the unit of work cost several ms of CPU per call. The lock, the running
+    attempts and the liveness check are one statement.
     """
-    rollout = _lock_rollout(session, rollout_id)
+    session.flush()  # the caller's pending ORM changes first, as a query would autoflush
+    connection = session.connection()
+    rollout = connection.execute(_LOCK_FOR_START, {"rollout_id": rollout_id}).one_or_none()
     if rollout is None or rollout.status in FINAL_ROLLOUT_STATUSES:
         return None
-    running = _running_attempts(session, rollout_id)
-    deadline = rollout.deadline_at
-    if running and deadline is not None and session.scalar(select(func.now() < deadline)):
+    running: list[int] = rollout.running or []
+    if running and rollout.alive:
         return None
     # ``attempts`` is the highest attempt number: only this function opens attempts.
     previous = rollout.attempts
     number = previous + 1
-    for stale in running:
-        _set_attempt_status(stale, AttemptStatus.LOST)
-        stale.error = f"superseded by attempt {number}: no worker heartbeat (worker died)"
-        stale.finished_at = func.now()
+    if running:
+        check_transition("attempt", AttemptStatus.RUNNING, AttemptStatus.LOST)
+        connection.execute(
+            update(_ATTEMPTS)
+            .where(_ATTEMPTS.c.id.in_(running))
+            .values(
+                status=AttemptStatus.LOST,
+                error=f"superseded by attempt {number}: no worker heartbeat (worker died)",
+                finished_at=func.now(),
+            )
+        )
     if number > rollout.max_attempts:
+        check_transition("rollout", rollout.status, RolloutStatus.FAILED)
         reason = rollout.last_error or "attempt lost"
-        _set_rollout_status(rollout, RolloutStatus.FAILED)
-        rollout.last_error = f"no attempts left after {previous}: {reason}"
-        rollout.finished_at = func.now()
-        session.flush()
+        connection.execute(
+            update(_ROLLOUTS)
+            .where(_ROLLOUTS.c.id == rollout_id)
+            .values(
+                status=RolloutStatus.FAILED,
+                last_error=f"no attempts left after {previous}: {reason}",
+                finished_at=func.now(),
+            )
+        )
+        _expire_loaded(session, Rollout, rollout_id)
+        _expire_loaded(session, Attempt, *running)
         return None
-    attempt = Attempt(rollout_id=rollout_id, number=number, worker=worker)
-    session.add(attempt)
-    _set_rollout_status(rollout, RolloutStatus.RUNNING)
-    rollout.attempts = number
-    rollout.worker = worker
-    rollout.started_at = func.now()
-    rollout.deadline_at = func.now() + timedelta(seconds=liveness_s)
-    session.flush()
+    check_transition("rollout", rollout.status, RolloutStatus.RUNNING)
+    attempt_id = connection.scalar(
+        _INSERT_ATTEMPT, {"rollout_id": rollout_id, "number": number, "worker": worker}
+    )
+    assert attempt_id is not None
+    connection.execute(
+        _OPEN_ROLLOUT,
+        {
+            "rollout_id": rollout_id,
+            "number": number,
+            "by": worker,
+            "liveness": timedelta(seconds=liveness_s),
+        },
+    )
+    _expire_loaded(session, Rollout, rollout_id)
+    _expire_loaded(session, Attempt, *running)
     return AttemptStart(
-        rollout_id=rollout.id,
-        attempt_id=attempt.id,
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
         number=number,
         goal_id=rollout.goal_id,
         mode=str(rollout.mode),
@@ -221,6 +324,19 @@ def _columns(row: dict[str, Any], allowed: frozenset[str], attempt_id: int) -> d
     return {**row, "attempt_id": attempt_id}
 
 
+def _lock_attempt_row(session: Session, attempt_id: int) -> tuple[Any, Any]:
+    """``(attempt, rollout)`` rows (Core), read after locking the rollout, as
+    :func:`_lock_attempt` does: the attempt is read only once the lock is held, so a
+    status change made by the lock's previous holder is seen."""
+    session.flush()  # the caller's pending ORM changes first, as a query would autoflush
+    connection = session.connection()
+    rollout = connection.execute(_LOCK_OWNER, {"attempt_id": attempt_id}).one_or_none()
+    if rollout is None:
+        raise LookupError(f"attempt {attempt_id} does not exist")
+    attempt = connection.execute(_ATTEMPT_STATUS, {"attempt_id": attempt_id}).one()
+    return attempt, rollout
+
+
 def finish_attempt(
     session: Session,
     attempt_id: int,
@@ -235,17 +351,28 @@ def finish_attempt(
     cancelled meanwhile: exactly one attempt of a finished rollout is ``succeeded``.
     ``success`` is ``reward == 1.0``; the policy versions seen are ``policy_versions``
     when the caller saw every LLM call of the attempt (the built-in agent), else they are
-    read from the attempt's recorded calls (calls through the gateway).
+    read from the attempt's recorded calls (calls through the gateway). Core statements,
+    as in :func:`start_attempt`.
     """
-    attempt, rollout = _lock_attempt(session, attempt_id)
+    attempt, rollout = _lock_attempt_row(session, attempt_id)
     if attempt.status != AttemptStatus.RUNNING:
         return False
+    connection = session.connection()
     if rollout.status in FINAL_ROLLOUT_STATUSES:
-        _set_attempt_status(attempt, AttemptStatus.FAILED)
-        attempt.error = f"rollout became {rollout.status} while the attempt ran"
-        attempt.finished_at = func.now()
-        session.flush()
+        check_transition("attempt", attempt.status, AttemptStatus.FAILED)
+        connection.execute(
+            update(_ATTEMPTS)
+            .where(_ATTEMPTS.c.id == attempt_id)
+            .values(
+                status=AttemptStatus.FAILED,
+                error=f"rollout became {rollout.status} while the attempt ran",
+                finished_at=func.now(),
+            )
+        )
+        _expire_loaded(session, Attempt, attempt_id)
         return False
+    check_transition("attempt", attempt.status, AttemptStatus.SUCCEEDED)
+    check_transition("rollout", rollout.status, RolloutStatus.SUCCEEDED)
     _insert_rows(session, attempt_id, rows)
     if policy_versions is not None:
         low, high = policy_versions
@@ -255,21 +382,20 @@ def finish_attempt(
                 LlmCall.attempt_id == attempt_id
             )
         ).one()
-    _set_attempt_status(attempt, AttemptStatus.SUCCEEDED)
-    attempt.finished_at = func.now()
-    attempt.reward = outcome.reward
-    attempt.reward_parts = outcome.reward_parts
-    _set_rollout_status(rollout, RolloutStatus.SUCCEEDED)
-    rollout.reward = outcome.reward
-    rollout.success = outcome.reward == 1.0
-    rollout.num_steps = outcome.num_steps
-    rollout.reward_parts = outcome.reward_parts
-    rollout.policy_version_min = low
-    rollout.policy_version_max = high
-    rollout.finished_at = func.now()
-    rollout.deadline_at = None
-    rollout.last_error = None
-    session.flush()
+    outcome_params = {
+        "attempt_id": attempt_id,
+        "rollout_id": rollout.id,
+        "r_reward": outcome.reward,
+        "r_success": outcome.reward == 1.0,
+        "r_steps": outcome.num_steps,
+        "r_parts": outcome.reward_parts,
+        "v_min": low,
+        "v_max": high,
+    }
+    connection.execute(_SUCCEED_ATTEMPT, outcome_params)
+    connection.execute(_SUCCEED_ROLLOUT, outcome_params)
+    _expire_loaded(session, Attempt, attempt_id)
+    _expire_loaded(session, Rollout, rollout.id)
     return True
 
 

@@ -7,18 +7,19 @@ write that finds its attempt no longer ``running`` raises
 :class:`~workers.persistence.AttemptSuperseded`, which stops the episode early.
 
 Log lines (``[TASK]/[STEP]/[DONE]``) and lifecycle events are published as JSON on the
-``logs_channel`` pub/sub channel for ``wsrl watch``; publishing is best effort and never
-fails an episode.
+``logs_channel`` pub/sub channel for ``wsrl watch`` (in batches, from the worker's
+:class:`~workers.log_queue.PublishQueue`); publishing is best effort and never fails an
+episode.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from typing import Any
 
+import orjson
 from redis import Redis
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,6 +28,7 @@ from app.db.session import session_scope
 from app.db.types import without_nul
 from workers.agent import NO_ACTION, StepRecord
 from workers.llm import LLMCall
+from workers.log_queue import PublishQueue
 from workers.persistence import PendingRows, write_rows
 
 logger = logging.getLogger(__name__)
@@ -79,19 +81,35 @@ def call_row(index: int, call: LLMCall) -> dict[str, Any]:
 
 
 class LogPublisher:
-    """Best-effort JSON messages on the logs channel, tagged with rollout and attempt."""
+    """Best-effort JSON messages on the logs channel, tagged with rollout and attempt.
+
+    With a ``queue`` (the worker's) messages go out from its thread in batches; without
+    one each is published at once.
+    """
 
     def __init__(
-        self, redis: Redis, channel: str, *, rollout_id: uuid.UUID, attempt: int, worker: str
+        self,
+        redis: Redis,
+        channel: str,
+        *,
+        rollout_id: uuid.UUID,
+        attempt: int,
+        worker: str,
+        queue: PublishQueue | None = None,
     ) -> None:
         self._redis = redis
         self._channel = channel
+        self._queue = queue
         self._base = {"rollout": str(rollout_id), "attempt": attempt, "worker": worker}
 
     def publish(self, kind: str, **fields: Any) -> None:
         message = {**self._base, "kind": kind, "ts": time.time(), **fields}
+        payload = orjson.dumps(message, default=str)
+        if self._queue is not None:
+            self._queue.put(self._channel, payload)
+            return
         try:
-            self._redis.publish(self._channel, json.dumps(message, default=str))
+            self._redis.publish(self._channel, payload)
         except RedisError as exc:
             logger.debug("could not publish %s log: %s", kind, exc)
 

@@ -101,6 +101,7 @@ def execute_rollout(runtime: WorkerRuntime, celery: Celery, rollout_id: uuid.UUI
         rollout_id=rollout_id,
         attempt=start.number,
         worker=runtime.worker,
+        queue=runtime.log_queue,
     )
     publisher.publish("started", goal=start.goal_id, mode=start.mode)
     recorder = AttemptRecorder(

@@ -1,10 +1,10 @@
 """Long-lived clients of one worker process, built on its first task (never at import).
 
 One engine (a pool sized to the worker's threads, so no thread waits for a connection),
-one Redis client, one env client and one LLM client are shared by all threads of the
-process; all are thread-safe. The heartbeat thread extends the deadline of the rollouts
-this process is running: a rollout whose process died stops being extended and the
-reconciler finds it past its deadline with no live attempt.
+one Redis client, one env client, one LLM client and one log publishing queue are shared
+by all threads of the process; all are thread-safe. The heartbeat thread extends the
+deadline of the rollouts this process is running: a rollout whose process died stops
+being extended and the reconciler finds it past its deadline with no live attempt.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from workers.celery_app import TimeLimits, time_limits
 from workers.endpoint import EndpointResolver
 from workers.env_client import EnvClient
 from workers.llm import LLMClient
+from workers.log_queue import PublishQueue
 from workers.persistence import extend_deadlines
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class WorkerRuntime:
         self.engine: Engine = make_engine(settings, pool_size=pool, max_overflow=pool)
         self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
         self.redis: Redis = Redis.from_url(settings.resolved_redis_url())
+        self.log_queue = PublishQueue(self.redis)
         self.env = EnvClient.from_settings(settings)
         self.llm = LLMClient(settings, EndpointResolver(settings, self.redis))
         self.active = ActiveAttempts()
@@ -101,6 +103,7 @@ class WorkerRuntime:
         self._stop.set()
         self.env.close()
         self.llm.close()
+        self.log_queue.close()
         self.redis.close()
         self.engine.dispose()
 

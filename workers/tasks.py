@@ -8,12 +8,12 @@ from typing import Any
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
-from workers.celery_app import ROLLOUT_TASK
+from workers.celery_app import ROLLOUT_TASK, WakingRequest
 from workers.rollout import execute_rollout
 from workers.runtime import close_runtime, get_runtime
 
 
-@shared_task(name=ROLLOUT_TASK, bind=True)
+@shared_task(name=ROLLOUT_TASK, bind=True, Request=WakingRequest)
 def run_rollout(self: Task, rollout_id: str) -> str:
     """Run one delivery of a rollout; idempotent (see :mod:`workers.rollout`)."""
     return execute_rollout(get_runtime(), self.app, uuid.UUID(rollout_id)).value

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import redis
 
 from app.config import Settings
+from workers.log_queue import PublishQueue
 from workers.recording import LogPublisher
 from workers.watch import Progress, follow, format_message
 
@@ -43,3 +45,35 @@ def test_published_lines_reach_a_follower(test_settings: Settings) -> None:
     assert message["kind"] == "log" and message["line"] == "[TASK] buy a lamp"
     stream.close()
     client.close()
+
+
+def test_queued_lines_reach_a_follower_in_order(test_settings: Settings) -> None:
+    """The worker's path: messages from several threads through one PublishQueue."""
+    client = redis.Redis.from_url(test_settings.resolved_redis_url())
+    channel = f"wsrl:logs:test:{uuid.uuid4().hex[:8]}"
+    stream = follow(client, channel, poll_s=0.1)
+    assert next(stream) is None
+    queue = PublishQueue(client)
+    rollouts = [uuid.uuid4() for _ in range(4)]
+    publishers = [
+        LogPublisher(client, channel, rollout_id=r, attempt=1, worker="w", queue=queue)
+        for r in rollouts
+    ]
+
+    def play(publisher: LogPublisher) -> None:
+        for step in range(25):
+            publisher.publish("log", line=f"[STEP] {step}")
+
+    threads = [threading.Thread(target=play, args=(p,)) for p in publishers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    queue.close()  # sends what is still pending
+    received = [m for _, m in zip(range(100), (m for m in stream if m is not None), strict=False)]
+    stream.close()
+    client.close()
+    assert len(received) == 100
+    for rollout in rollouts:
+        lines = [m["line"] for m in received if m["rollout"] == str(rollout)]
+        assert lines == [f"[STEP] {step}" for step in range(25)]

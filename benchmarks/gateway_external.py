@@ -5,10 +5,13 @@ Starts the env server, the scripted LLM (oracle, no added latency), the API
 a scratch database and a Redis db of ``--redis-db``. For ``--episodes`` pairs it asks the
 agent to play the same goal twice, as the worker would: once with ``llm.base_url`` the
 scripted LLM itself, once the gateway route of a running attempt (which forwards, asks
-for token ids and writes one ``llm_calls`` row per call). The oracle plays both the same
-way, so ``(gateway episode - direct episode) / calls`` is the gateway's cost per call as
-the agent pays it. Prints p50/p99 of that over the pairs (after ``--warmup`` pairs) and
-the gateway's own server-side overhead histogram from ``/metrics``.
+for token ids and writes one ``llm_calls`` row per call); which of the two goes first
+alternates from pair to pair, so neither path gets the warmer caches. The oracle plays
+both the same way, so ``(gateway episode - direct episode) / calls`` is the gateway's cost
+per call as the agent pays it. Prints p50/p99 of that over the pairs (after ``--warmup``
+pairs), the gateway's own server-side overhead histogram from ``/metrics``, and the API
+process's CPU time per gateway call: on shared cores the latencies include waits for a
+core, the CPU time does not.
 
 Target: overhead p50 <= 2 ms per call.
 
@@ -26,6 +29,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
+import psutil
 import psycopg
 import redis
 from sqlalchemy import create_engine, func, select
@@ -100,6 +104,12 @@ def _episode(
     return elapsed, int(answer.json()["steps"])
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far."""
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=100, help="Measured episode pairs.")
@@ -137,14 +147,30 @@ def main() -> None:
         gateway = f"{api.url}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1"
         goals = httpx.get(f"{env.url}/goals", params={"limit": 1000}).json()["goals"]
         per_call, direct_ms, gateway_ms, calls_total = [], [], [], 0
+        api_cpu_s, api_calls = 0.0, 0
         with httpx.Client(timeout=60) as client:
+
+            def direct(goal: int) -> tuple[float, int]:
+                return _episode(client, str(env.url), str(agent.url), str(llm.url), goal)
+
+            def through(goal: int) -> tuple[float, int, int, float]:
+                before, cpu_before = _calls(database_url), _cpu_s(api.pid)
+                elapsed, steps = _episode(client, str(env.url), str(agent.url), gateway, goal)
+                cpu = _cpu_s(api.pid) - cpu_before
+                return elapsed, steps, _calls(database_url) - before, cpu
+
             for i in range(args.warmup + args.episodes):
                 goal = goals[i % len(goals)]["id"]
-                d, d_steps = _episode(client, str(env.url), str(agent.url), str(llm.url), goal)
-                before = _calls(database_url)
-                g, g_steps = _episode(client, str(env.url), str(agent.url), gateway, goal)
-                calls = _calls(database_url) - before
-                if i >= args.warmup and calls and d_steps == g_steps:
+                if i % 2:
+                    g, g_steps, calls, cpu = through(goal)
+                    d, d_steps = direct(goal)
+                else:
+                    d, d_steps = direct(goal)
+                    g, g_steps, calls, cpu = through(goal)
+                if i < args.warmup:
+                    continue
+                api_cpu_s, api_calls = api_cpu_s + cpu, api_calls + calls
+                if calls and d_steps == g_steps:
                     per_call.append((g - d) / calls)
                     direct_ms.append(d / calls)
                     gateway_ms.append(g / calls)
@@ -167,6 +193,7 @@ def main() -> None:
         f"p99={np.percentile(overhead, 99):.2f} ms  mean={overhead.mean():.2f} ms"
     )
     print(f"target p50 <= 2 ms: {'met' if np.percentile(overhead, 50) <= 2.0 else 'NOT met'}")
+    print(f"API process CPU per gateway call: {1000 * api_cpu_s / max(api_calls, 1):.3f} ms")
     for line in metrics.splitlines():
         if "gateway_overhead" in line and ("_sum" in line or "_count" in line):
             print(f"  server-side {line}")

@@ -8,7 +8,8 @@ Then it makes ``--calls`` chat completions one at a time, alternating: directly 
 scripted LLM, and through ``/v1/gateway/rollouts/{id}/attempts/1/v1/chat/completions``
 (which forwards, asks for token ids, and writes one ``llm_calls`` row per call). Both use
 one keep-alive ``httpx.Client`` and the same body. Prints p50/p99 of both and of the
-overhead (gateway minus direct, per pair), after ``--warmup`` unmeasured pairs.
+overhead (gateway minus direct, per pair), after ``--warmup`` unmeasured pairs, and the
+API process's CPU time per call (unlike latencies, free of waits for a busy core).
 
 Target: overhead p50 <= 2 ms.
 
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
+import psutil
 import psycopg
 import redis
 from sqlalchemy import create_engine, func, select
@@ -192,8 +194,11 @@ def main() -> None:
         direct_body = {**BODY, "logprobs": True, "return_token_ids": True}
         headers = {"Authorization": f"Bearer {TOKEN}"}
         direct, through = [], []
+        api_process = psutil.Process(procs[-1].pid)
         with httpx.Client(timeout=30) as client:
             for i in range(args.warmup + args.calls):
+                if i == args.warmup:
+                    cpu_before = sum(api_process.cpu_times()[:2])
                 t0 = time.perf_counter()
                 client.post(direct_url, json=direct_body).raise_for_status()
                 t1 = time.perf_counter()
@@ -202,6 +207,7 @@ def main() -> None:
                 if i >= args.warmup:
                     direct.append((t1 - t0) * 1000)
                     through.append((t2 - t1) * 1000)
+        api_cpu_ms = 1000 * (sum(api_process.cpu_times()[:2]) - cpu_before) / args.calls
         recorded = _count_calls(database_url, attempt_id)
         server_side = _server_overhead(httpx.get(f"{api}/metrics").text)
     finally:
@@ -222,6 +228,7 @@ def main() -> None:
         f"(p50 gateway - p50 direct = {_pct(g, 50) - _pct(d, 50):.3f} ms)"
     )
     print(f"server-side overhead (forward + record, no client/transport): {server_side}")
+    print(f"API process CPU per gateway call: {api_cpu_ms:.3f} ms")
     print(f"llm_calls rows written: {recorded} (expected {args.warmup + args.calls})")
     print(f"target p50 overhead <= 2 ms: {'met' if _pct(overhead, 50) <= 2.0 else 'NOT met'}")
 

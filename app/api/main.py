@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
-import orjson
 import redis
 import redis.asyncio
 from fastapi import FastAPI, Request
@@ -21,9 +20,11 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 
 from app.api.errors import NotFoundError
+from app.api.gateway_fast_path import GatewayFastPath
 from app.api.metrics import ApiMetrics, RequestMetricsMiddleware
 from app.api.routes import gateway, health, metrics, policy, rollouts, stats, trajectories
 from app.api.services.gateway import Gateway
+from app.api.services.gateway_store import CallStore, libpq_url
 from app.config import Settings
 from app.db.lifecycle import IllegalTransition
 from app.db.session import make_engine, make_sessionmaker
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 # Gateway calls are many and short; keep enough warm connections to the LLM server.
 HTTP_POOL_SIZE = 256
+# Concurrent gateway writes of this process; more calls than this wait for a connection.
+GATEWAY_DB_CONNECTIONS = 30
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -42,17 +45,8 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings, pool_size=10, max_overflow=20)
         sessions = make_sessionmaker(engine)
-        # The gateway's writes are single statements in autocommit that skip the WAL
-        # flush wait: see app.api.services.gateway.
-        gateway_engine = make_engine(
-            settings,
-            pool_size=10,
-            max_overflow=20,
-            pool_pre_ping=False,
-            isolation_level="AUTOCOMMIT",
-            connect_args={"options": "-c synchronous_commit=off"},
-            json_serializer=_orjson_text,
-        )
+        # The gateway's own async connections: see app.api.services.gateway_store.
+        store = CallStore(libpq_url(settings.resolved_database_url()), GATEWAY_DB_CONNECTIONS)
         redis_url = settings.resolved_redis_url()
         sync_redis = redis.Redis.from_url(redis_url)
         async_redis = redis.asyncio.Redis.from_url(redis_url)
@@ -64,7 +58,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.sessionmaker = sessions
         app.state.redis = sync_redis
         app.state.celery = create_celery(settings)
-        app.state.gateway = Gateway(settings, http, async_redis, gateway_engine)
+        app.state.gateway = Gateway(settings, http, async_redis, store)
         app.state.metrics.watch_pipeline(sessions, sync_redis)
         logger.info("API ready (database and Redis from settings)")
         try:
@@ -75,7 +69,7 @@ def create_app(settings: Settings) -> FastAPI:
             sync_redis.close()
             app.state.celery.close()
             engine.dispose()
-            gateway_engine.dispose()
+            await store.close()
 
     app = FastAPI(
         title="webshop-rl control plane",
@@ -86,6 +80,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = ApiMetrics()
     app.add_middleware(RequestMetricsMiddleware, metrics=app.state.metrics)
+    # Added last, so it runs first: well-formed gateway calls skip the routing and metrics
+    # layers (and count themselves).
+    app.add_middleware(GatewayFastPath, metrics=app.state.metrics, token=settings.api_token)
     for module in (rollouts, policy):
         app.include_router(module.writes)
     for module in (rollouts, trajectories, policy, stats, health, metrics, gateway):
@@ -94,11 +91,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_exception_handler(DataError, _data_error)
     app.add_exception_handler(IllegalTransition, _illegal_transition)
     return app
-
-
-def _orjson_text(value: object) -> str:
-    """JSONB parameters (the gateway's request messages) serialised by orjson, not json."""
-    return orjson.dumps(value).decode()
 
 
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:

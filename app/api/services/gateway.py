@@ -10,11 +10,10 @@ the serving policy version and the attempt's next call index, before the answer 
 (an external agent's rollout counts the recorded calls once the agent is done).
 
 Overhead is kept small: one pooled ``aiohttp.ClientSession`` (about a quarter of the CPU
-per call of httpx's async client), the endpoint read with one
-async Redis GET, attempt ids cached after the first lookup (ids never change; the
-attempt's status is checked again by the write), and the write as one statement in
-autocommit (one round trip) on connections with ``synchronous_commit = off`` (a crash of
-Postgres can lose the last few milliseconds of calls, never corrupt them).
+per call of httpx's async client), the endpoint read with one async Redis GET, attempt
+ids cached after the first lookup (ids never change; the attempt's status is checked
+again by the write), and the write as one prepared statement on an async connection
+(:mod:`app.api.services.gateway_store`: no ORM, no thread hop, one round trip).
 """
 
 from __future__ import annotations
@@ -29,15 +28,12 @@ from typing import Any
 
 import aiohttp
 import orjson
-from anyio import to_thread
 from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
-from sqlalchemy import Engine, bindparam, func, select
-from sqlalchemy.dialects.postgresql import insert
 
+from app.api.services.gateway_store import CallStore, StoreUnavailable
 from app.config import Settings
 from app.db.lifecycle import AttemptStatus
-from app.db.models import Attempt, LlmCall
 from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, fallback_endpoint
 from workers.llm import LLMBadResponse, LLMCall, parse_chat_response, token_capture_params
 from workers.recording import call_row
@@ -60,7 +56,8 @@ class GatewayError(Exception):
 
 @dataclass(frozen=True)
 class Forwarded:
-    """The upstream answer, as received, plus what recording needs."""
+    """The upstream answer, as received; ``call_index`` and ``policy_version`` say how it
+    was recorded (None: not recorded, as for an upstream error)."""
 
     status_code: int
     content: bytes
@@ -68,6 +65,7 @@ class Forwarded:
     endpoint: PolicyEndpoint
     upstream_ms: float
     call_index: int | None
+    policy_version: int | None = None
 
 
 class Gateway:
@@ -78,14 +76,13 @@ class Gateway:
         settings: Settings,
         http: aiohttp.ClientSession,
         redis: AsyncRedis,
-        engine: Engine,
+        store: CallStore,
     ) -> None:
-        """``engine``: autocommit connections (every write is a single statement) with
-        ``synchronous_commit = off``."""
         self._settings = settings
         self._http = http
         self._redis = redis
-        self._engine = engine
+        self._store = store
+        self._published: tuple[bytes, PolicyEndpoint] | None = None
         self._attempt_ids: OrderedDict[tuple[uuid.UUID, int], int] = OrderedDict()
 
     async def chat_completion(
@@ -140,15 +137,18 @@ class Gateway:
             raise GatewayError(
                 502, f"upstream LLM at {endpoint.base_url} answered no chat completion: {exc}"
             ) from exc
-        index = await to_thread.run_sync(self._record, attempt_id, rollout_id, number, call)
-        return replace(forwarded, call_index=index)
+        index = await self._record(attempt_id, rollout_id, number, call)
+        return replace(forwarded, call_index=index, policy_version=call.policy_version)
 
     async def _attempt_id(self, rollout_id: uuid.UUID, number: int) -> int:
         key = (rollout_id, number)
         cached = self._attempt_ids.get(key)
         if cached is not None:
             return cached
-        found = await to_thread.run_sync(self._lookup_attempt, rollout_id, number)
+        try:
+            found = await self._store.attempt(rollout_id, number)
+        except StoreUnavailable as exc:
+            raise GatewayError(503, f"cannot look the attempt up: {exc}") from exc
         if found is None:
             raise GatewayError(404, f"unknown attempt {number} of rollout {rollout_id}")
         attempt_id, status = found
@@ -160,15 +160,6 @@ class Gateway:
         if len(self._attempt_ids) > ATTEMPT_CACHE_SIZE:
             self._attempt_ids.popitem(last=False)
         return attempt_id
-
-    def _lookup_attempt(self, rollout_id: uuid.UUID, number: int) -> tuple[int, str] | None:
-        with self._engine.connect() as connection:
-            row = connection.execute(
-                select(Attempt.id, Attempt.status).where(
-                    Attempt.rollout_id == rollout_id, Attempt.number == number
-                )
-            ).first()
-        return None if row is None else (row[0], row[1])
 
     async def _serving_endpoint(self) -> PolicyEndpoint:
         """The current endpoint; while it is paused, wait up to ``llm_timeout_s``, then 503."""
@@ -191,10 +182,14 @@ class Gateway:
         except RedisError as exc:
             raise GatewayError(503, f"cannot read the policy endpoint from Redis: {exc}") from exc
         if raw is not None:
+            if self._published is not None and self._published[0] == raw:
+                return self._published[1]
             try:
-                return PolicyEndpoint.from_json(raw)
+                endpoint = PolicyEndpoint.from_json(raw)
             except ValueError as exc:
                 raise GatewayError(503, f"bad policy endpoint record in Redis: {exc}") from exc
+            self._published = (raw, endpoint)
+            return endpoint
         fallback = fallback_endpoint(self._settings)
         if fallback is None:
             raise GatewayError(
@@ -202,24 +197,22 @@ class Gateway:
             )
         return fallback
 
-    def _record(self, attempt_id: int, rollout_id: uuid.UUID, number: int, call: LLMCall) -> int:
+    async def _record(
+        self, attempt_id: int, rollout_id: uuid.UUID, number: int, call: LLMCall
+    ) -> int:
         """Write the call as the attempt's next one; returns its index.
 
-        One statement, in autocommit (one round trip): it share-locks the attempt row
-        while it is ``running`` (so a finishing worker waits for it, and a finished
-        attempt gets nothing), takes ``max(index) + 1`` and inserts, doing nothing on a
-        unique ``(attempt_id, index)`` conflict. A conflict means a concurrent call of
-        the same attempt took that index first: the statement runs again, so concurrent
-        calls, even through several API processes, get consecutive indexes.
+        A write that inserts nothing lost the race for the next index to a concurrent call
+        of the same attempt (possibly through another API process) and runs again, so
+        concurrent calls get consecutive indexes; or the attempt is no longer running.
         """
-        params = _columns_of(call_row(0, call))
-        params["attempt_id"] = attempt_id
-        with self._engine.connect() as connection:
+        row = call_row(0, call)
+        try:
             for _ in range(MAX_INDEX_RACES):
-                index = connection.execute(_INSERT_NEXT_CALL, params).scalar()
+                index = await self._store.insert_next_call(attempt_id, row)
                 if index is not None:
-                    return int(index)
-                status = connection.execute(_ATTEMPT_STATUS, {"id": attempt_id}).scalar()
+                    return index
+                status = await self._store.attempt_status(attempt_id)
                 if status != AttemptStatus.RUNNING:
                     self._attempt_ids.pop((rollout_id, number), None)
                     raise GatewayError(
@@ -227,6 +220,8 @@ class Gateway:
                         f"attempt {number} of rollout {rollout_id} is {status}, no longer "
                         "running; the call was not recorded",
                     )
+        except StoreUnavailable as exc:
+            raise GatewayError(503, f"could not record the call: {exc}") from exc
         raise GatewayError(
             503, f"could not record the call: {MAX_INDEX_RACES} index races on attempt {number}"
         )
@@ -235,53 +230,6 @@ class Gateway:
 # Concurrent calls of one attempt that lose the race for the next index try again; a
 # loss needs another call committing in between, so a few tries are plenty.
 MAX_INDEX_RACES = 20
-# The columns :func:`workers.recording.call_row` fills, besides attempt_id and index.
-_CALL_KEYS = (
-    "policy_version",
-    "model",
-    "request_messages",
-    "response_text",
-    "prompt_token_ids",
-    "response_token_ids",
-    "response_logprobs",
-    "finish_reason",
-    "latency_ms",
-    "trainable",
-)
-_CALL_VALUES = [LlmCall.__table__.c[key] for key in _CALL_KEYS]
-_RUNNING = (
-    select(Attempt.id)
-    .where(Attempt.id == bindparam("attempt_id"), Attempt.status == AttemptStatus.RUNNING)
-    .with_for_update(read=True)
-    .cte("running")
-)
-_NEXT_INDEX = (
-    select(func.coalesce(func.max(LlmCall.index) + 1, 0))
-    .where(LlmCall.attempt_id == bindparam("attempt_id"))
-    .scalar_subquery()
-)
-_INSERT_NEXT_CALL = (
-    insert(LlmCall)
-    .from_select(
-        ["attempt_id", "index", *(c.key for c in _CALL_VALUES)],
-        select(
-            _RUNNING.c.id,
-            _NEXT_INDEX,
-            *(bindparam(c.key, type_=c.type) for c in _CALL_VALUES),
-        ),
-    )
-    .on_conflict_do_nothing(index_elements=["attempt_id", "index"])
-    .returning(LlmCall.index)
-)
-_ATTEMPT_STATUS = select(Attempt.status).where(Attempt.id == bindparam("id"))
-
-
-def _columns_of(row: dict[str, Any]) -> dict[str, Any]:
-    """The insert's parameters; a row with other columns than expected is a bug here."""
-    unknown = set(row) - {"index", *_CALL_KEYS}
-    if unknown:
-        raise ValueError(f"llm_calls columns the gateway does not write: {sorted(unknown)}")
-    return {key: row[key] for key in _CALL_KEYS}
 
 
 def _parse_body(raw_body: bytes) -> dict[str, Any]:

@@ -19,9 +19,16 @@ import torch
 
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
+from trainer.copy_pretraining import CopyTask, copy_pretrain
 from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate
-from trainer.tiny_policy import TinySize, build_model, count_parameters, train_tokenizer
+from trainer.tiny_policy import (
+    SPECIAL_TOKENS,
+    TinySize,
+    build_model,
+    count_parameters,
+    train_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 MANIFEST = "bootstrap.json"
@@ -50,6 +57,12 @@ class BootstrapConfig:
     context_weight: float = 0.5
     """Weight of the next-token loss on prompt tokens: a denser signal (the action grammar,
     ids and option values all appear in prompts) for a model trained from scratch."""
+    search_goals: int = 3000
+    """Further train goals whose first step (the search) is added to the demonstrations.
+    Those prompts are short, so they are a cheap way to practise the hardest copy (the
+    instruction's description into the query) on many more instructions."""
+    copy: CopyTask = field(default_factory=CopyTask)
+    """Copy pretraining before the demonstrations (:mod:`trainer.copy_pretraining`)."""
     tokenizer_goals: int = 400
     """Goals whose instructions and demonstration pages train the tokenizer (with every
     product title; every product id is a token of its own)."""
@@ -152,14 +165,22 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
             f"{config.episodes} episodes asked but the catalog has {len(train)} train goals; "
             "lower --episodes or use a larger catalog."
         )
-    goal_ids = random.Random(config.seed).sample(train, config.episodes)
+    rng = random.Random(config.seed)
+    goal_ids = rng.sample(train, config.episodes)
     demos = demonstrations.collect(env, goal_ids, config.max_steps, config.history_steps)
+    others = [g for g in train if g not in set(goal_ids)]
+    searches = rng.sample(others, min(len(others), config.search_goals))
+    demos += demonstrations.collect(env, searches, 1, config.history_steps)
     tokenizer = train_tokenizer(
         _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]),
         config.size.vocab_size,
         _product_ids(env),
     )
     model = build_model(tokenizer, config.size, config.seed)
+    copy_accuracy = copy_pretrain(
+        model, (len(SPECIAL_TOKENS), len(tokenizer)), config.copy, config.seed
+    )
+    logger.info("copy pretraining: accuracy %.3f", copy_accuracy)
     samples = [demonstrations.to_sample(d, tokenizer) for d in demos]
     loss = supervised(model, samples, config, tokenizer.pad_token_id)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,6 +191,7 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
         "parameters": count_parameters(model),
         "demonstrations": len(demos),
         "demo_tokens": sum(len(s) for s in samples),
+        "copy_accuracy": copy_accuracy,
         "final_loss": loss,
         "history_steps": config.history_steps,
         "seconds": time.perf_counter() - started,

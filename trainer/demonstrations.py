@@ -7,8 +7,12 @@ shows, and a policy trained on that learns to make titles up. Here the demonstra
 - searches the instruction's product description (the text before its options and
   price limit: "i need a vegan pasta sauce with flavor: ...") -> ``search[i need a
   vegan pasta sauce]``;
-- on the results page clicks the target when it is listed (the one privileged choice,
-  always among the listed ids), else the first result;
+- on the results page clicks the first (best-ranked) result. Clicking the target
+  wherever it is listed would be better play, but it is a title-matching judgement a
+  few-million-parameter model does not learn from a few hundred examples, and imitating
+  "usually the first, sometimes another" teaches it a guess. The first result is the
+  target in about 55 % of test goals, and this demonstrator succeeds on about 59 % of
+  them; choosing better than the ranking is left to reinforcement learning;
 - on an item page clicks the instruction's option values in order, then buys; on a
   sub-page goes back.
 
@@ -61,9 +65,7 @@ def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str
         last = history[-1] if history else ""
         done = clicks.index(last) + 1 if last in clicks else 0
         return clicks[done] if done < len(clicks) else "click[buy now]"
-    if "next >" in clickables:  # results page
-        if goal.asin.lower() in products:
-            return f"click[{goal.asin.lower()}]"
+    if "next >" in clickables:  # results page: the best-ranked result
         return f"click[{products[0]}]" if products else "click[back to search]"
     return "click[< prev]"
 

@@ -18,6 +18,7 @@ from trainer.algorithms import rollout_advantages
 from trainer.generation import GenerationRequest, generate_batch
 from trainer.samples import CallRecord, RolloutRecord, build_samples
 from workers.agent import (
+    DEFAULT_HISTORY_STEPS,
     INVALID_REPLY_OBSERVATION,
     NO_ACTION,
     HistoryStep,
@@ -36,10 +37,14 @@ class _Episode:
     done: bool = False
 
 
-def _prompt_ids(episode: _Episode, tokenizer: Any) -> list[int]:
+def _prompt_ids(episode: _Episode, tokenizer: Any, history_steps: int) -> list[int]:
     s = episode.session
     messages = build_messages(
-        s.instruction_text, s.observation(), s.available_actions(), episode.history
+        s.instruction_text,
+        s.observation(),
+        s.available_actions(),
+        episode.history,
+        history_steps=history_steps,
     )
     encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
     return list(encoded["input_ids"])
@@ -72,6 +77,7 @@ def play_groups(
     seed: int = 0,
     batch_size: int = 32,
     prepare: Callable[[Any], list[HistoryStep]] | None = None,
+    history_steps: int = DEFAULT_HISTORY_STEPS,
 ) -> list[RolloutRecord]:
     """``group_size`` sampled episodes per goal, one group per goal, with their LLM calls.
 
@@ -89,7 +95,7 @@ def play_groups(
         active = [e for e in episodes if not e.done]
         for start in range(0, len(active), batch_size):
             chunk = active[start : start + batch_size]
-            prompts = [_prompt_ids(e, tokenizer) for e in chunk]
+            prompts = [_prompt_ids(e, tokenizer, history_steps) for e in chunk]
             requests = [
                 GenerationRequest(p, max_tokens, temperature, seed=rng.randrange(2**31))
                 for p in prompts
@@ -113,6 +119,7 @@ def grpo_step(
     max_tokens: int,
     seed: int,
     prepare: Callable[[Any], list[HistoryStep]] | None = None,
+    history_steps: int = DEFAULT_HISTORY_STEPS,
 ) -> dict[str, float]:
     """Play one batch of groups with the backend's current weights and update on it."""
     config = backend.config
@@ -128,6 +135,7 @@ def grpo_step(
         max_tokens=max_tokens,
         seed=seed,
         prepare=prepare,
+        history_steps=history_steps,
     )
     advantages = rollout_advantages(
         [r.reward for r in records], [r.group_id for r in records], config

@@ -55,8 +55,12 @@ ACTION_GRAMMAR = [
     "attributes",
 ]
 # ChatML with one special token per role: "<|im_start|><|user|>\n...<|im_end|>\n".
+# System messages are left out: the agent's system prompt is the action grammar in English
+# prose, constant from step to step; a model this small learns the grammar from the
+# demonstrations, not from prose, and leaving it out makes every prompt a third shorter,
+# which is a third less training and sampling time on a CPU.
 CHAT_TEMPLATE = (
-    "{% for message in messages %}"
+    "{% for message in messages if message['role'] != 'system' %}"
     "{{ '<|im_start|><|' + message['role'] + '|>\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|><|assistant|>\\n' }}{% endif %}"

@@ -167,6 +167,17 @@ class EpisodeRecorder(Protocol):
 # --- prompt ------------------------------------------------------------------------------
 
 
+# Text-mode pages open with the instruction ("WebShop [SEP] Instruction: [SEP] ... [SEP]");
+# the prompt already shows it once, so each page drops it: shorter prompts, and a history
+# line that shows what the step changed instead of the instruction again.
+_INSTRUCTION_ECHO = re.compile(r"^(?:WebShop \[SEP\] )?Instruction: \[SEP\] [^\n]*? \[SEP\] ")
+
+
+def page_text(observation: str) -> str:
+    """The observation without its leading instruction echo (other formats unchanged)."""
+    return _INSTRUCTION_ECHO.sub("", observation, count=1)
+
+
 def _one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
@@ -198,7 +209,8 @@ def build_messages(
         past = [header]
         for step in shown:
             past.append(f"Step {step.number}: {step.action}")
-            past.append(f"Observation: {_one_line(step.observation, HISTORY_OBSERVATION_CHARS)}")
+            seen = _one_line(page_text(step.observation), HISTORY_OBSERVATION_CHARS)
+            past.append(f"Observation: {seen}")
     else:
         past = ["Previous steps: none, this is the first step."]
     actions = format_available_actions(available_actions) or ["none"]
@@ -209,7 +221,7 @@ def build_messages(
             *past,
             "",
             "Current observation:",
-            observation,
+            page_text(observation),
             "",
             "Available actions:",
             *actions,

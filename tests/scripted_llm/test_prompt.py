@@ -26,7 +26,9 @@ def test_round_trip_keeps_instruction_observation_actions_and_history() -> None:
     )
     prompt = parse_prompt(messages)
     assert prompt.instruction == "Find a red lamp, price lower than 30.00 dollars"
-    assert prompt.observation == RESULTS_OBS
+    # the page without its instruction echo: the prompt shows the instruction once
+    assert prompt.observation == RESULTS_OBS.split(" [SEP] ", 2)[2]
+    assert prompt.observation.startswith("Back to Search [SEP] Page 1")
     assert prompt.available_actions == RESULTS_PAGE
     # invalid replies are not actions a policy took
     assert prompt.history == ["search[red lamp]", "click[next >]", "click[< prev]"]
@@ -57,3 +59,14 @@ def test_round_trip_multiline_observation() -> None:
 def test_unreadable_prompt_raises(messages: list[dict]) -> None:
     with pytest.raises(PromptFormatError):
         parse_prompt(messages)
+
+
+def test_pages_in_the_prompt_drop_the_instruction_echo() -> None:
+    echo = "WebShop [SEP] Instruction: [SEP] find a red lamp [SEP] Search"
+    history = [HistoryStep(1, "click[back to search]", echo)]
+    [_, user] = build_messages("find a red lamp", echo, {"has_search_bar": True}, history)
+    assert user["content"].count("find a red lamp") == 1
+    assert "Observation: Search\n" in user["content"]
+    assert user["content"].endswith(
+        "Current observation:\nSearch\n\nAvailable actions:\nsearch[<keywords>]"
+    )

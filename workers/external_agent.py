@@ -11,8 +11,8 @@ play it with one ``POST`` to its URL::
 and, once it answers ``{done: true, steps: n}``, the outcome is read from the env session
 (the agent's own claims are not trusted). ``llm.base_url`` is this attempt's LLM gateway
 route, so every call the agent makes is recorded with its token ids and policy version,
-exactly as the built-in agent's calls are; ``llm.api_key`` is the API token the gateway
-requires.
+exactly as the built-in agent's calls are; ``llm.api_key`` is this attempt's own gateway key
+(:mod:`app.gateway_keys`: it opens this attempt's gateway route only, never the API).
 
 Every way the agent can let the attempt down is an :class:`ExternalAgentError` with a
 reason that names it (timeout, HTTP status, malformed answer, no purchase, no gateway
@@ -36,6 +36,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import LlmCall
+from app.gateway_keys import attempt_key
 from workers.agent import EpisodeRecorder, EpisodeResult, StepRecord
 from workers.env_client import EnvClient, EnvError
 from workers.llm import Sampling
@@ -168,7 +169,7 @@ def run_external_episode(
         "llm": {
             "base_url": gateway_base_url(api_url, rollout_id, attempt),
             "model": model,
-            "api_key": api_token,
+            "api_key": attempt_key(api_token, rollout_id, attempt),
         },
         "sampling": asdict(sampling),
         "max_steps": max_steps,

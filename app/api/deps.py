@@ -11,6 +11,7 @@ otherwise, *before* the response is sent (``scope="function"``): a client that g
 from __future__ import annotations
 
 import hmac
+import uuid
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db.session import session_scope
+from app.gateway_keys import gateway_credentials_ok
 
 _bearer = HTTPBearer(auto_error=False, description="WSRL_API_TOKEN, required for writes.")
 
@@ -63,3 +65,31 @@ async def require_token(
 
 
 WriteAuth = Depends(require_token)
+
+
+def require_gateway_key(
+    rollout_id: uuid.UUID,
+    number: int,
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Gateway calls need the API token or the attempt's own key
+    (:func:`app.gateway_keys.attempt_key`), the one an external agent is given."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "missing bearer token: send the attempt's gateway key (the api_key the worker "
+            "gave the agent) or WSRL_API_TOKEN",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if not gateway_credentials_ok(
+        credentials.credentials.encode(), settings.api_token, rollout_id, number
+    ):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "wrong bearer token: not this attempt's gateway key nor WSRL_API_TOKEN",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+GatewayAuth = Depends(require_gateway_key)

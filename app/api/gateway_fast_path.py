@@ -12,7 +12,6 @@ errors. Such requests are counted in ``wsrl_api_requests`` like routed ones.
 
 from __future__ import annotations
 
-import hmac
 import re
 import uuid
 
@@ -20,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.metrics import ApiMetrics
 from app.api.routes.gateway import CHAT_ROUTE, MAX_INT32, answer_chat
+from app.gateway_keys import gateway_credentials_ok
 
 _CHAT = re.compile(
     r"/v1/gateway/rollouts/"
@@ -29,12 +29,13 @@ _CHAT = re.compile(
 
 
 class GatewayFastPath:
-    """ASGI middleware; ``token``: the API token the gateway requires (``WSRL_API_TOKEN``)."""
+    """ASGI middleware; ``token``: the API token (``WSRL_API_TOKEN``), which also signs the
+    attempts' gateway keys."""
 
     def __init__(self, app: ASGIApp, metrics: ApiMetrics, token: str) -> None:
         self.app = app
         self._requests = metrics.requests
-        self._token = token.encode()
+        self._token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         target = self._target(scope) if scope["type"] == "http" else None
@@ -63,24 +64,22 @@ class GatewayFastPath:
         if scope["method"] != "POST":
             return None
         match = _CHAT.fullmatch(scope["path"])
-        if match is None or not self._authorised(scope):
+        if match is None:
             return None
-        number = int(match[2])
-        if number > MAX_INT32:
+        rollout_id, number = uuid.UUID(match[1]), int(match[2])
+        if number > MAX_INT32 or not self._authorised(scope, rollout_id, number):
             return None
-        return uuid.UUID(match[1]), number
+        return rollout_id, number
 
-    def _authorised(self, scope: Scope) -> bool:
-        """``Authorization: Bearer <token>`` with the right, non-empty token (compared in
-        constant time); the first such header counts, as in FastAPI."""
+    def _authorised(self, scope: Scope, rollout_id: uuid.UUID, number: int) -> bool:
+        """``Authorization: Bearer <key>`` with the API token or this attempt's key
+        (compared in constant time); the first such header counts, as in FastAPI."""
         for name, value in scope["headers"]:
             if name == b"authorization":
                 scheme, _, credentials = value.partition(b" ")
                 credentials = credentials.strip()
-                return (
-                    scheme.lower() == b"bearer"
-                    and bool(credentials)
-                    and hmac.compare_digest(credentials, self._token)
+                return scheme.lower() == b"bearer" and gateway_credentials_ok(
+                    credentials, self._token, rollout_id, number
                 )
         return False
 

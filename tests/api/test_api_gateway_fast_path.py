@@ -19,11 +19,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from app.api.deps import require_token
+from app.api.deps import require_gateway_key
 from app.api.routes.gateway import CHAT_ROUTE
 from app.api.services.gateway_store import APPLICATION_NAME
 from app.db.lifecycle import RolloutStatus
 from app.db.models import LlmCall
+from app.gateway_keys import attempt_key
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
 from workers.endpoint import PolicyEndpoint, publish_endpoint
@@ -70,7 +71,7 @@ def test_well_formed_calls_skip_fastapi_others_do_not(
     """With the route's auth dependency made to refuse, only what the fast path passes on
     (here: a rollout id without hyphens, which FastAPI accepts) reaches it."""
     rollout, attempt_id = attempt
-    api_app.dependency_overrides[require_token] = lambda: _refuse(418)
+    api_app.dependency_overrides[require_gateway_key] = lambda: _refuse(418)
     with TestClient(api_app) as client:
         fast = client.post(_url(rollout), json=BODY, headers=AUTH)
         routed = client.post(_url(rollout.hex), json=BODY, headers=AUTH)
@@ -117,6 +118,30 @@ def test_unauthorised_calls_get_fastapis_401(
     answer = client.post(_url(rollout), json=BODY, headers=headers)
     assert answer.status_code == 401
     assert detail in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("routed", [False, True])
+def test_an_attempts_key_opens_its_own_route_only(
+    client: TestClient, version: int, rows: Rows, routed: bool
+) -> None:
+    """The key an external agent gets works for its attempt, on the fast path and the
+    FastAPI route alike, and nowhere else: not another attempt, not the rest of the API."""
+    rollout = rows.rollout(status=RolloutStatus.RUNNING)
+    rows.attempt(rollout, 1)
+    key = {"Authorization": f"Bearer {attempt_key(TOKEN, rollout, 1)}"}
+    path = rollout.hex if routed else rollout
+    assert client.post(_url(path, 1), json=BODY, headers=key).status_code == 200
+    other = client.post(_url(path, 2), json=BODY, headers=key)
+    assert other.status_code == 401 and "wrong bearer token" in other.json()["detail"]
+    assert client.put("/v1/policy", json={}, headers=key).status_code == 401
+
+
+def test_attempt_keys_depend_on_the_token_and_the_attempt() -> None:
+    rollout = uuid.uuid4()
+    key = attempt_key(TOKEN, rollout, 1)
+    assert key.startswith("wsrl-attempt-") and TOKEN not in key
+    assert key == attempt_key(TOKEN, str(rollout), 1)
+    assert len({key, attempt_key(TOKEN, rollout, 2), attempt_key(TOKEN + "x", rollout, 1)}) == 3
 
 
 @pytest.mark.parametrize("value", [f"bearer {TOKEN}", f"Bearer  {TOKEN} ", f"BEARER {TOKEN}"])

@@ -94,6 +94,9 @@ def faulty_agents(direct_llm_url: str) -> FastAPI:
     async def no_purchase(request: Request) -> dict[str, Any]:
         """Plays one turn through the gateway (a search), then gives up."""
         body = {**(await request.json()), "max_steps": 1}
+        # The agent holds its attempt's gateway key, never the API token.
+        if body["llm"]["api_key"] == TOKEN or not body["llm"]["api_key"].startswith("wsrl-"):
+            return Response("given the API token", status_code=500)
         answer = await run_in_threadpool(example.episode, example.Episode(**body))
         return {**answer, "done": True}
 

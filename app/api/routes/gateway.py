@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Path, Request, Response
 
-from app.api.deps import WriteAuth
+from app.api.deps import GatewayAuth
 from app.api.services.gateway import GatewayError
 
 PREFIX = "/v1/gateway"
@@ -32,7 +32,7 @@ CHAT_PATH = "/rollouts/{rollout_id}/attempts/{number}/v1/chat/completions"
 CHAT_ROUTE = PREFIX + CHAT_PATH
 MAX_INT32 = 2**31 - 1
 
-router = APIRouter(prefix=PREFIX, tags=["gateway"], dependencies=[WriteAuth])
+router = APIRouter(prefix=PREFIX, tags=["gateway"], dependencies=[GatewayAuth])
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ the first test goals, greedy and sampled (temperature 1). Prints:
 - success greedy / sampled: share of test goals bought with reward 1.0;
 - mean reward, invalid steps: the env's reward and replies without a valid action;
 - eval s: wall time of each evaluation;
-- success random: the same goals played with uniformly random valid actions.
+- success random: the same goals played with uniformly random valid actions;
+- action accuracy by kind: the greedy reply equals the demonstrator's action, per decision
+  (search, item, option, buy), on the demonstrators' steps of the test goals: where a
+  policy fails, before whole episodes hide it.
 
     .venv/bin/python benchmarks/tiny_policy.py                      # the defaults of the CLI
     .venv/bin/python benchmarks/tiny_policy.py --episodes 40 --epochs 1 --goals 10   # quick
@@ -29,7 +32,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.webshop.env import WebShopEnv
+from trainer import demonstrations
 from trainer.bootstrap import BootstrapConfig, bootstrap
+from trainer.copy_pretraining import CopyTask
+from trainer.generation import GenerationRequest, generate_batch
 from trainer.inprocess_eval import evaluate
 from trainer.tiny_policy import TinySize
 
@@ -55,6 +61,29 @@ def random_baseline(env: WebShopEnv, goals: list[int], seed: int) -> tuple[float
     return sum(r == 1.0 for r in rewards) / len(rewards), sum(rewards) / len(rewards)
 
 
+def action_accuracy(model, tokenizer, env: WebShopEnv, goals: list[int], history: int) -> str:
+    """Greedy replies equal to the demonstrator's action, per kind of decision."""
+    demos = demonstrations.collect(env, goals, 15, history)
+    hits: dict[str, list[bool]] = {}
+    for start in range(0, len(demos), 25):
+        chunk = demos[start : start + 25]
+        requests = [
+            GenerationRequest(
+                tokenizer.apply_chat_template(
+                    d.messages, add_generation_prompt=True, return_dict=True
+                )["input_ids"],
+                32,
+                0.0,
+            )
+            for d in chunk
+        ]
+        for demo, out in zip(chunk, generate_batch(model, tokenizer, requests), strict=True):
+            hits.setdefault(demonstrations.action_kind(demo.action), []).append(
+                out.text.strip() == demo.action
+            )
+    return ", ".join(f"{kind} {sum(h)}/{len(h)}" for kind, h in sorted(hits.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--episodes", type=int, default=BootstrapConfig.episodes)
@@ -63,6 +92,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=BootstrapConfig.lr)
     parser.add_argument("--context-weight", type=float, default=BootstrapConfig.context_weight)
     parser.add_argument("--history", type=int, default=BootstrapConfig.history_steps)
+    parser.add_argument("--search-goals", type=int, default=BootstrapConfig.search_goals)
+    parser.add_argument("--copy-steps", type=int, default=CopyTask.steps)
     parser.add_argument("--hidden", type=int, default=TinySize.hidden_size)
     parser.add_argument("--layers", type=int, default=TinySize.layers)
     parser.add_argument("--vocab", type=int, default=TinySize.vocab_size)
@@ -87,6 +118,8 @@ def main() -> None:
         lr=args.lr,
         context_weight=args.context_weight,
         history_steps=args.history,
+        search_goals=args.search_goals,
+        copy=CopyTask(steps=args.copy_steps),
         size=size,
     )
     env = WebShopEnv.load(cache_dir=Path(".wsrl/catalog"))
@@ -98,11 +131,13 @@ def main() -> None:
     print(f"prompt tokens: {tokens / steps:.0f} per step (history {args.history})")
     print(
         f"bootstrap s: {manifest['seconds']:.1f} wall, {manifest['cpu_seconds']:.1f} CPU "
-        f"(final SFT loss {manifest['final_loss']:.3f})"
+        f"(copy accuracy {manifest['copy_accuracy']:.3f}, final SFT loss "
+        f"{manifest['final_loss']:.3f})"
     )
     model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     goals = env.goal_ids("test")[: args.goals]
+    print(f"action accuracy by kind: {action_accuracy(model, tokenizer, env, goals, args.history)}")
     success, reward = random_baseline(env, goals, args.seed)
     print(f"success random: {success:.1%} on {len(goals)} test goals, mean reward {reward:.3f}")
     for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):

@@ -127,3 +127,21 @@ def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:
         advantage=1.0,
         policy_version_min=0,
     )
+
+
+def action_kind(action: str) -> str:
+    """Which decision a demonstrated action is: search, item (a product id), option, buy,
+    or other (navigation)."""
+    if action.startswith("search["):
+        return "search"
+    if action == "click[buy now]":
+        return "buy"
+    argument = action.removeprefix("click[").removesuffix("]")
+    if _PRODUCT_ID.fullmatch(argument):
+        return "item"
+    if argument in BUTTONS:
+        return "other"
+    return "option"
+
+
+_PRODUCT_ID = re.compile(r"b0[0-9a-z]{8}")

@@ -181,3 +181,14 @@ def test_loaded_tokenizer_encodes_as_the_one_trained_on(
     for text in texts:
         assert reloaded.encode(text) == trained.encode(text)
     assert type(loaded) is type(reloaded)
+
+
+def test_action_kinds_name_each_decision(env: WebShopEnv) -> None:
+    goal_id = next(
+        g for g in env.goal_ids("train") if len(demonstrations.episode(env, g, 15, 1)) >= 4
+    )
+    kinds = [demonstrations.action_kind(d.action) for d in demonstrations.episode(env, goal_id, 15)]
+    assert kinds[:2] == ["search", "item"] and kinds[-1] == "buy"
+    assert set(kinds[2:-1]) == {"option"}
+    assert demonstrations.action_kind("click[next >]") == "other"
+    assert demonstrations.action_kind("click[b0a1b2c3d4]") == "item"

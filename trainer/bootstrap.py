@@ -40,13 +40,13 @@ class BootstrapConfig:
 
     seed: int = 0
     """Seeds goal sampling, initialisation and batch order."""
-    episodes: int = 120
-    """Demonstration episodes (train goals); about 4.7 steps each."""
+    episodes: int = 200
+    """Demonstration episodes (train goals); about 4.1 steps each."""
     epochs: int = 3
     """Passes over the demonstrations."""
-    batch_size: int = 4
+    batch_size: int = 8
     """Demonstration steps per optimizer step."""
-    lr: float = 6e-3
+    lr: float = 2e-3
     """Peak AdamW learning rate (linear warm-up over 20 steps, then cosine decay)."""
     max_steps: int = 15
     """Step limit of a demonstration episode."""
@@ -54,9 +54,11 @@ class BootstrapConfig:
     """Previous steps shown in the demonstrations' prompts; run the policy with the same
     (``agent_history_steps``). One is enough to know which option was clicked last, and
     keeps prompts short."""
-    context_weight: float = 0.5
+    context_weight: float = 1.0
     """Weight of the next-token loss on prompt tokens: a denser signal (the action grammar,
-    ids and option values all appear in prompts) for a model trained from scratch."""
+    ids and option values all appear in prompts) for a model trained from scratch. With 0
+    the search copies came out worse in otherwise similar runs (21/60 exact on held-out
+    goals against 32/60)."""
     search_goals: int = 3000
     """Further train goals whose first step (the search) is added to the demonstrations.
     Those prompts are short, so they are a cheap way to practise the hardest copy (the

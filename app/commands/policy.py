@@ -20,7 +20,7 @@ def bootstrap_command(
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of data order and initialisation.")] = 0,
     episodes: Annotated[
-        int | None, typer.Option(min=1, help="Demonstration episodes (default 120).")
+        int | None, typer.Option(min=1, help="Demonstration episodes (default 200).")
     ] = None,
     epochs: Annotated[
         int | None, typer.Option(min=1, help="Passes over the demonstrations (default 3).")

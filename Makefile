@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-setup: $(VENV)/.installed  ## create the virtualenv and install the project
+setup: $(VENV)/.installed .env  ## create the virtualenv, install the project, write .env from .env.example
 
 # torch first and pinned, so that nothing later pulls a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml

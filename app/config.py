@@ -15,7 +15,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SERVICES_FILE = "services.json"
@@ -53,6 +53,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("WSRL_LLM_BASE_URL", "OPENAI_API_BASE", "llm_base_url"),
         description="OpenAI-compatible endpoint (also read from OPENAI_API_BASE).",
     )
+
+    @field_validator("llm_base_url", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        """``OPENAI_API_BASE=`` (as ``.env.example`` has it) means no endpoint, not ``""``."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     llm_api_key: str = Field(
         "EMPTY",
         validation_alias=AliasChoices("WSRL_LLM_API_KEY", "OPENAI_API_KEY", "llm_api_key"),

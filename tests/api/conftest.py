@@ -7,6 +7,8 @@ must see are committed through ``db_engine`` with ids unique to each test.
 
 from __future__ import annotations
 
+import random
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -18,8 +20,10 @@ from sqlalchemy import Engine
 
 from app.api.main import create_app
 from app.config import Settings
+from app.db.lifecycle import RolloutStatus
+from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.endpoint import ENDPOINT_KEY
+from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_endpoint
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +69,25 @@ def api_server(api_app: FastAPI) -> Iterator[RunningServer]:
 @pytest.fixture
 def rows(db_engine: Engine) -> Rows:
     return Rows(db_engine)
+
+
+@pytest.fixture(scope="module")
+def scripted_llm() -> Iterator[RunningServer]:
+    """The scripted LLM server (rule policy) the gateway forwards to."""
+    with serve_in_thread(create_scripted_llm("rule", None)) as running:
+        yield running
+
+
+@pytest.fixture
+def version(scripted_llm: RunningServer, redis_client: redis.Redis, no_endpoint: None) -> int:
+    """The scripted server published as a fresh policy version."""
+    number = random.randint(1_000_000, 1_000_000_000)
+    publish_endpoint(redis_client, PolicyEndpoint(f"{scripted_llm.url}/v1", "policy", number))
+    return number
+
+
+@pytest.fixture
+def attempt(rows: Rows) -> tuple[uuid.UUID, int]:
+    """A running rollout with its running attempt 1: (rollout id, attempt row id)."""
+    rollout = rows.rollout(status=RolloutStatus.RUNNING)
+    return rollout, rows.attempt(rollout, 1)

@@ -3,9 +3,7 @@ scripted LLM server; calls recorded like the built-in agent's; failure modes."""
 
 from __future__ import annotations
 
-import random
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -13,15 +11,15 @@ import openai
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from helpers.api_rows import AUTH, TOKEN, Rows
+from helpers.api_rows import AUTH, TOKEN, Rows, recorded_calls
 from helpers.processes import free_port
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
 from app.api.main import create_app
 from app.config import Settings
 from app.db.lifecycle import AttemptStatus, RolloutStatus
-from app.db.models import Attempt, LlmCall
+from app.db.models import Attempt
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
 from workers.endpoint import EndpointStatus, PolicyEndpoint, publish_endpoint
@@ -33,38 +31,8 @@ MESSAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def scripted_llm() -> Iterator[RunningServer]:
-    with serve_in_thread(create_scripted_llm("rule", None)) as running:
-        yield running
-
-
-@pytest.fixture
-def version(scripted_llm: RunningServer, redis_client: redis.Redis, no_endpoint: None) -> int:
-    """The scripted server published as a fresh policy version."""
-    number = random.randint(1_000_000, 1_000_000_000)
-    publish_endpoint(redis_client, PolicyEndpoint(f"{scripted_llm.url}/v1", "policy", number))
-    return number
-
-
-@pytest.fixture
-def attempt(rows: Rows) -> tuple[uuid.UUID, int]:
-    """A running rollout with its running attempt 1: (rollout id, attempt row id)."""
-    rollout = rows.rollout(status=RolloutStatus.RUNNING)
-    return rollout, rows.attempt(rollout, 1)
-
-
 def _gateway(base: str, rollout: uuid.UUID, number: int = 1) -> str:
     return f"{base}/v1/gateway/rollouts/{rollout}/attempts/{number}/v1"
-
-
-def _calls(engine: Engine, attempt_id: int) -> list[LlmCall]:
-    with Session(engine) as session:
-        return list(
-            session.scalars(
-                select(LlmCall).where(LlmCall.attempt_id == attempt_id).order_by(LlmCall.index)
-            )
-        )
 
 
 def test_openai_client_through_gateway_records_calls(
@@ -94,7 +62,7 @@ def test_openai_client_through_gateway_records_calls(
     assert answered["prompt_token_ids"] == direct["prompt_token_ids"]
     assert answered["model"] == "policy"  # the served model, not the agent's name for it
 
-    calls = _calls(db_engine, attempt_id)
+    calls = recorded_calls(db_engine, attempt_id)
     assert [c.index for c in calls] == [0, 1]
     first = calls[0]
     assert first.policy_version == version
@@ -140,7 +108,7 @@ def test_finished_attempt_409_and_nothing_recorded(
     )
     assert response.status_code == 409
     assert "succeeded, not running" in response.json()["detail"]
-    assert _calls(db_engine, attempt_id) == []
+    assert recorded_calls(db_engine, attempt_id) == []
 
 
 def test_upstream_down_502_with_message(
@@ -160,7 +128,7 @@ def test_upstream_down_502_with_message(
     )
     assert response.status_code == 502
     assert f"upstream LLM at {dead} unreachable" in response.json()["detail"]
-    assert _calls(db_engine, attempt_id) == []
+    assert recorded_calls(db_engine, attempt_id) == []
 
 
 def test_upstream_error_passed_through_unrecorded(
@@ -179,7 +147,7 @@ def test_upstream_error_passed_through_unrecorded(
     )
     assert response.status_code == 503
     assert response.json()["error"]["message"] == "scripted fault: server error"
-    assert _calls(db_engine, attempt_id) == []
+    assert recorded_calls(db_engine, attempt_id) == []
 
 
 def test_no_endpoint_503(
@@ -282,7 +250,7 @@ def test_concurrent_calls_of_one_attempt_get_consecutive_indexes(
     assert [a.status_code for a in answers] == [200] * 48
     indexes = sorted(int(a.headers["x-wsrl-call-index"]) for a in answers)
     assert indexes == list(range(48))
-    assert [c.index for c in _calls(db_engine, attempt_id)] == list(range(48))
+    assert [c.index for c in recorded_calls(db_engine, attempt_id)] == list(range(48))
 
 
 def test_attempt_finished_after_a_call_409_and_not_recorded(
@@ -302,7 +270,7 @@ def test_attempt_finished_after_a_call_409_and_not_recorded(
     second = httpx.post(url, json={"messages": MESSAGES}, headers=AUTH, timeout=30)
     assert second.status_code == 409
     assert "no longer running; the call was not recorded" in second.json()["detail"]
-    assert [c.index for c in _calls(db_engine, attempt_id)] == [0]
+    assert [c.index for c in recorded_calls(db_engine, attempt_id)] == [0]
 
 
 def test_upstream_timeout_504_and_not_recorded(
@@ -325,4 +293,4 @@ def test_upstream_timeout_504_and_not_recorded(
             )
     assert response.status_code == 504
     assert f"upstream LLM at {llm.url}/v1 timed out" in response.json()["detail"]
-    assert _calls(db_engine, attempt_id) == []
+    assert recorded_calls(db_engine, attempt_id) == []

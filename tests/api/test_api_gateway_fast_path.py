@@ -4,26 +4,22 @@ answers, and both record the same rows."""
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
 import redis
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
-from helpers.api_rows import AUTH, TOKEN, Rows
+from helpers.api_rows import AUTH, TOKEN, Rows, recorded_calls
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Engine, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, text
 
 from app.api.deps import require_gateway_key
 from app.api.routes.gateway import CHAT_ROUTE
 from app.api.services.gateway_store import APPLICATION_NAME
 from app.db.lifecycle import RolloutStatus
-from app.db.models import LlmCall
 from app.gateway_keys import attempt_key
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
@@ -32,33 +28,8 @@ from workers.endpoint import PolicyEndpoint, publish_endpoint
 BODY = {"messages": [{"role": "user", "content": "Find blue shoes under 50 dollars."}]}
 
 
-@pytest.fixture(scope="module")
-def scripted_llm() -> Iterator[RunningServer]:
-    with serve_in_thread(create_scripted_llm("rule", None)) as running:
-        yield running
-
-
-@pytest.fixture
-def version(scripted_llm: RunningServer, redis_client: redis.Redis, no_endpoint: None) -> int:
-    number = random.randint(1_000_000, 1_000_000_000)
-    publish_endpoint(redis_client, PolicyEndpoint(f"{scripted_llm.url}/v1", "policy", number))
-    return number
-
-
-@pytest.fixture
-def attempt(rows: Rows) -> tuple[uuid.UUID, int]:
-    rollout = rows.rollout(status=RolloutStatus.RUNNING)
-    return rollout, rows.attempt(rollout, 1)
-
-
 def _url(rollout: uuid.UUID | str, number: int | str = 1) -> str:
     return f"/v1/gateway/rollouts/{rollout}/attempts/{number}/v1/chat/completions"
-
-
-def _calls(engine: Engine, attempt_id: int) -> list[LlmCall]:
-    with Session(engine) as session:
-        query = select(LlmCall).where(LlmCall.attempt_id == attempt_id).order_by(LlmCall.index)
-        return list(session.scalars(query))
 
 
 def _refuse(status_code: int) -> None:
@@ -77,7 +48,7 @@ def test_well_formed_calls_skip_fastapi_others_do_not(
         routed = client.post(_url(rollout.hex), json=BODY, headers=AUTH)
     assert fast.status_code == 200
     assert routed.status_code == 418
-    assert [c.index for c in _calls(db_engine, attempt_id)] == [0]
+    assert [c.index for c in recorded_calls(db_engine, attempt_id)] == [0]
 
 
 def test_fast_path_and_route_answer_and_record_alike(
@@ -93,7 +64,7 @@ def test_fast_path_and_route_answer_and_record_alike(
         assert answer.headers["x-wsrl-policy-version"] == str(version)
         assert int(answer.headers["content-length"]) == len(answer.content)
     assert fast.json()["choices"] == routed.json()["choices"]
-    calls = _calls(db_engine, attempt_id)
+    calls = recorded_calls(db_engine, attempt_id)
     assert [(c.index, c.policy_version, c.trainable) for c in calls] == [
         (0, version, True),
         (1, version, True),
@@ -191,7 +162,7 @@ def test_untrainable_call_recorded_with_null_tokens(
     with serve_in_thread(create_scripted_llm("rule", None, token_ids=False)) as plain:
         publish_endpoint(redis_client, PolicyEndpoint(f"{plain.url}/v1", "plain", 4))
         client.post(_url(rollout), json=BODY, headers=AUTH).raise_for_status()
-    (call,) = _calls(db_engine, attempt_id)
+    (call,) = recorded_calls(db_engine, attempt_id)
     assert (call.trainable, call.prompt_token_ids, call.response_token_ids) == (False, None, None)
     assert call.policy_version == 4
     assert call.request_messages == BODY["messages"]
@@ -229,4 +200,4 @@ def test_lost_database_connections_fail_one_call_then_recover(
     assert "could not record the call" in lost.json()["detail"]
     assert again.status_code == 200
     assert again.headers["x-wsrl-call-index"] == "1"
-    assert [c.index for c in _calls(db_engine, attempt_id)] == [0, 1]
+    assert [c.index for c in recorded_calls(db_engine, attempt_id)] == [0, 1]

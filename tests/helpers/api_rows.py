@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
@@ -96,3 +97,10 @@ class Rows:
             for index, call in enumerate(calls or []):
                 session.add(LlmCall(attempt_id=attempt.id, index=index, **call))
             return attempt.id
+
+
+def recorded_calls(engine: Engine, attempt_id: int) -> list[LlmCall]:
+    """The attempt's ``llm_calls`` rows, in call order."""
+    with Session(engine) as session:
+        query = select(LlmCall).where(LlmCall.attempt_id == attempt_id).order_by(LlmCall.index)
+        return list(session.scalars(query))

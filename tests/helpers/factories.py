@@ -1,4 +1,4 @@
-"""Row factories for tests that need goals and rollouts in the database."""
+"""Factories for tests: goals and rollouts in the database, and recorded LLM calls."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Goal, Rollout
+from workers.llm import LLMCall
 
 
 def make_goal(session: Session, goal_id: int, *, split: str = "train", **fields: Any) -> Goal:
@@ -45,3 +46,23 @@ def make_rollout(
     session.add(rollout)
     session.flush()
     return rollout
+
+
+def make_llm_call(**fields: Any) -> LLMCall:
+    """A trainable text-mode call (one prompt and one response token); ``fields`` override."""
+    defaults: dict[str, Any] = {
+        "messages": [],
+        "tools": None,
+        "response_text": "search[lamp]",
+        "tool_calls": [],
+        "reasoning_text": None,
+        "prompt_token_ids": [1],
+        "response_token_ids": [2],
+        "response_logprobs": [-0.1],
+        "finish_reason": "stop",
+        "latency_ms": 1.0,
+        "policy_version": 0,
+        "model": "policy",
+        "trainable": True,
+    }
+    return LLMCall(**{**defaults, **fields})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.factories import make_llm_call
 
 from workers.agent import (
     TOOLS,
@@ -108,19 +109,14 @@ def test_parse_tool_calls_invalid_is_none(calls: list[dict]) -> None:
 
 
 def _llm_call(text: str, tool_calls: list[dict] | None = None) -> LLMCall:
-    return LLMCall(
-        messages=[],
-        tools=None,
+    return make_llm_call(
         response_text=text,
         tool_calls=tool_calls or [],
-        reasoning_text=None,
         prompt_token_ids=None,
         response_token_ids=None,
         response_logprobs=None,
-        finish_reason="stop",
-        latency_ms=1.0,
-        policy_version=0,
         model="m",
+        trainable=False,
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers.factories import make_llm_call
 
 from app.scripted_llm import create_app as create_llm_app
 from app.webshop.catalog_gen import write_catalog
@@ -241,21 +242,7 @@ def test_action_longer_than_the_env_accepts_is_an_invalid_step_without_env_call(
     from workers.agent import TOO_LONG_ACTION, _take_step
 
     session = env.create_session(0)
-    call = LLMCall(
-        messages=[],
-        tools=None,
-        response_text="search[" + "lamp " * 1_000 + "]",
-        tool_calls=[],
-        reasoning_text=None,
-        prompt_token_ids=[1],
-        response_token_ids=[2],
-        response_logprobs=[-0.1],
-        finish_reason="stop",
-        latency_ms=1.0,
-        policy_version=0,
-        model="policy",
-        trainable=True,
-    )
+    call = make_llm_call(response_text="search[" + "lamp " * 1_000 + "]")
     step = _take_step(env, session.session_id, 0, call, AgentMode.TEXT, "obs")
     assert not step.valid and step.action is None
     assert step.error == TOO_LONG_ACTION and step.env_latency_ms == 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from helpers.factories import make_goal, make_rollout
+from helpers.factories import make_goal, make_llm_call, make_rollout
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -279,7 +279,6 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
 ) -> None:
     """PostgreSQL text/jsonb cannot hold NUL; a garbage reply must not fail the write."""
     from workers.agent import StepRecord
-    from workers.llm import LLMCall
     from workers.recording import call_row, step_row
 
     garbage = "\x00search[\x00lamp]"
@@ -297,20 +296,10 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
         env_latency_ms=1.0,
         policy_version=0,
     )
-    call = LLMCall(
+    call = make_llm_call(
         messages=[{"role": "user", "content": garbage}],
-        tools=None,
         response_text=garbage,
-        tool_calls=[],
-        reasoning_text=None,
-        prompt_token_ids=[1],
         response_token_ids=[0],
-        response_logprobs=[-0.1],
-        finish_reason="stop",
-        latency_ms=1.0,
-        policy_version=0,
-        model="policy",
-        trainable=True,
     )
     start = _start(db_session, rollout)
     rows = PendingRows()

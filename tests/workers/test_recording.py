@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 import redis
+from helpers.factories import make_llm_call
 
 from app.config import Settings
 from workers.agent import NO_ACTION, StepRecord
@@ -37,20 +38,13 @@ def _step(action: str | None = "search[lamp]") -> StepRecord:
 
 
 def _call() -> LLMCall:
-    return LLMCall(
+    return make_llm_call(
         messages=[{"role": "user", "content": "hi"}],
-        tools=None,
-        response_text="search[lamp]",
-        tool_calls=[],
-        reasoning_text=None,
         prompt_token_ids=[1, 2],
         response_token_ids=[3],
         response_logprobs=[-0.5],
-        finish_reason="stop",
         latency_ms=100.0,
         policy_version=3,
-        model="policy",
-        trainable=True,
     )
 
 

@@ -12,7 +12,7 @@ the first test goals, greedy and sampled (temperature 1). Prints:
 - mean reward, invalid steps: the env's reward and replies without a valid action;
 - eval s: wall time of each evaluation;
 - success random: the same goals played with uniformly random valid actions;
-- action accuracy by kind: the greedy reply equals the demonstrator's action, per decision
+- action accuracy by kind: the greedy reply's action equals the demonstrator's, per decision
   (search, item, option, buy), on the demonstrators' steps of the test goals: where a
   policy fails, before whole episodes hide it.
 
@@ -38,6 +38,7 @@ from trainer.copy_pretraining import CopyTask
 from trainer.generation import GenerationRequest, generate_batch
 from trainer.inprocess_eval import evaluate
 from trainer.tiny_policy import TinySize
+from workers.agent import parse_action
 
 
 def random_baseline(env: WebShopEnv, goals: list[int], seed: int) -> tuple[float, float]:
@@ -79,7 +80,7 @@ def action_accuracy(model, tokenizer, env: WebShopEnv, goals: list[int], history
         ]
         for demo, out in zip(chunk, generate_batch(model, tokenizer, requests), strict=True):
             hits.setdefault(demonstrations.action_kind(demo.action), []).append(
-                out.text.strip() == demo.action
+                parse_action(out.text) == demo.action
             )
     return ", ".join(f"{kind} {sum(h)}/{len(h)}" for kind, h in sorted(hits.items()))
 

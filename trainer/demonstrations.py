@@ -19,6 +19,16 @@ shows, and a policy trained on that learns to make titles up. Here the demonstra
 Each step becomes the messages :func:`workers.agent.build_messages` builds for it (with
 the policy's history length) and the action as the assistant reply, so the warm-started
 policy is trained on the very prompt layout it will see in rollouts.
+
+The reply puts a space after the bracket (``click[ green]``, ``search[ i need a ...]``;
+the agent and the env strip it). Why: the Qwen2 pre-tokenizer glues one leading character
+to a word, so ``green`` is one token after a space (in the instruction and on the page)
+and another after a bracket (``[green``). Without the space, every copy of a word into a
+reply is a per-word translation a tiny model does not learn from a few thousand examples
+(measured: 0 of 57 held-out option clicks right); with it, the reply's words are the very
+tokens of the instruction and the page, and copying is pointing. Product ids are one
+token wherever they stand, so they are written as listed: ``click[b09h42ji5s]`` repeats
+the ``click [ id`` of the action list, the pattern a copying (induction) head follows.
 """
 
 from __future__ import annotations
@@ -45,6 +55,16 @@ class Demonstration:
     goal_id: int
     messages: list[dict[str, str]]
     action: str
+    """The action as the env and the history see it: ``click[green]``."""
+
+    @property
+    def reply(self) -> str:
+        """The action as the policy writes it: ``click[ green]``, but ``click[b09h42ji5s]``
+        (see the module docstring)."""
+        verb, argument = self.action.split("[", 1)
+        if _PRODUCT_ID.fullmatch(argument.removesuffix("]")):
+            return self.action
+        return f"{verb}[ {argument}"
 
 
 def search_keywords(instruction: str) -> str:
@@ -109,14 +129,14 @@ def collect(
 
 
 def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:
-    """Prompt (chat template, assistant turn opened) + action + end-of-turn; loss on the
-    action tokens and the end-of-turn token only."""
+    """Prompt (chat template, assistant turn opened) + reply + end-of-turn; loss on the
+    reply tokens and the end-of-turn token only."""
     prompt = list(
         tokenizer.apply_chat_template(demo.messages, add_generation_prompt=True, return_dict=True)[
             "input_ids"
         ]
     )
-    response = [*tokenizer.encode(demo.action, add_special_tokens=False), tokenizer.eos_token_id]
+    response = [*tokenizer.encode(demo.reply, add_special_tokens=False), tokenizer.eos_token_id]
     n = len(prompt) + len(response)
     return Sample(
         rollout_id=f"demo-{demo.goal_id}",

@@ -16,6 +16,7 @@ from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
 from trainer.tiny_policy import TinySize, train_tokenizer
 from workers.agent import parse_action
+from workers.agent import parse_action
 
 TINY = BootstrapConfig(
     seed=3,
@@ -107,15 +108,30 @@ def test_tokenizer_makes_product_ids_single_tokens_and_decodes_exactly(
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
 
 
-def test_demonstration_sample_masks_only_the_action(env: WebShopEnv, built) -> None:
+def test_demonstration_sample_masks_only_the_reply(env: WebShopEnv, built) -> None:
     out, manifest = built
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     demo = demonstrations.episode(env, env.goal_ids("train")[1], 15)[0]
     sample = demonstrations.to_sample(demo, tokenizer)
     generated = [t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
-    assert tokenizer.decode(generated, skip_special_tokens=True) == demo.action
+    assert tokenizer.decode(generated, skip_special_tokens=True) == demo.reply
+    assert parse_action(demo.reply) == demo.action
     assert generated[-1] == tokenizer.eos_token_id
     assert manifest["demonstrations"] >= 3
+
+
+def test_replies_repeat_the_tokens_of_the_prompt(env: WebShopEnv, built) -> None:
+    """A search or option reply's words are the same tokens as in the instruction (the
+    space after the bracket); a product id is written as listed."""
+    tokenizer = AutoTokenizer.from_pretrained(str(built[0]))
+    for demo in demonstrations.episode(env, env.goal_ids("train")[1], 15):
+        if demonstrations.action_kind(demo.action) not in ("search", "item", "option"):
+            continue
+        prompt = tokenizer.encode(demo.messages[-1]["content"], add_special_tokens=False)
+        argument = tokenizer.encode(demo.reply, add_special_tokens=False)[2:-1]
+        assert set(argument) <= set(prompt), demo.reply
+    assert demonstrations.Demonstration(0, [], "click[b0a1b2c3d4]").reply == "click[b0a1b2c3d4]"
+    assert demonstrations.Demonstration(0, [], "click[buy now]").reply == "click[ buy now]"
 
 
 def test_bootstrap_writes_loadable_cached_reproducible_checkpoint(

@@ -16,7 +16,6 @@ from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
 from trainer.tiny_policy import TinySize, train_tokenizer
 from workers.agent import parse_action
-from workers.agent import parse_action
 
 TINY = BootstrapConfig(
     seed=3,

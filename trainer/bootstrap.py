@@ -64,6 +64,11 @@ class BootstrapConfig:
     """Further train goals whose first step (the search) is added to the demonstrations.
     Those prompts are short, so they are a cheap way to practise the hardest copy (the
     instruction's description into the query) on many more instructions."""
+    result_goals: int = 800
+    """Further train goals whose results-page step (clicking the first listed id) is added.
+    Pointing at the first of ten listed ids is a position rule learned from examples, and
+    an episode gives one: held-out item clicks were 0/50 right with the episodes' own steps,
+    26/50 with these."""
     copy: CopyTask = field(default_factory=CopyTask)
     """Copy pretraining before the demonstrations (:mod:`trainer.copy_pretraining`)."""
     tokenizer_goals: int = 400
@@ -174,6 +179,12 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
     others = [g for g in train if g not in set(goal_ids)]
     searches = rng.sample(others, min(len(others), config.search_goals))
     demos += demonstrations.collect(env, searches, 1, config.history_steps)
+    results = rng.sample(others, min(len(others), config.result_goals))
+    demos += [
+        d
+        for d in demonstrations.collect(env, results, 2, config.history_steps)
+        if demonstrations.action_kind(d.action) == "item"
+    ]
     tokenizer = train_tokenizer(
         _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]),
         config.size.vocab_size,

@@ -23,6 +23,7 @@ TINY = BootstrapConfig(
     epochs=1,
     batch_size=4,
     search_goals=6,
+    result_goals=3,
     copy=CopyTask(steps=3, batch_size=2),
     size=TinySize(vocab_size=500, hidden_size=32, layers=2, heads=2, intermediate_size=64),
 )

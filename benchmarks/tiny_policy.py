@@ -95,6 +95,7 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=BootstrapConfig.history_steps)
     parser.add_argument("--search-goals", type=int, default=BootstrapConfig.search_goals)
     parser.add_argument("--result-goals", type=int, default=BootstrapConfig.result_goals)
+    parser.add_argument("--option-goals", type=int, default=BootstrapConfig.option_goals)
     parser.add_argument("--copy-steps", type=int, default=CopyTask.steps)
     parser.add_argument("--hidden", type=int, default=TinySize.hidden_size)
     parser.add_argument("--layers", type=int, default=TinySize.layers)
@@ -122,6 +123,7 @@ def main() -> None:
         history_steps=args.history,
         search_goals=args.search_goals,
         result_goals=args.result_goals,
+        option_goals=args.option_goals,
         copy=CopyTask(steps=args.copy_steps),
         size=size,
     )

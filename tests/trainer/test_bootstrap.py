@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
-from trainer.bootstrap import BootstrapConfig, action_nll, bootstrap, cached_manifest
+from trainer.bootstrap import BootstrapConfig, _drills, action_nll, bootstrap, cached_manifest
 from trainer.copy_pretraining import CopyTask
 from trainer.inprocess_eval import evaluate
 from trainer.samples import Sample
@@ -24,6 +24,7 @@ TINY = BootstrapConfig(
     batch_size=4,
     search_goals=6,
     result_goals=3,
+    option_goals=2,
     copy=CopyTask(steps=3, batch_size=2),
     size=TinySize(vocab_size=500, hidden_size=32, layers=2, heads=2, intermediate_size=64),
 )
@@ -208,3 +209,12 @@ def test_action_kinds_name_each_decision(env: WebShopEnv) -> None:
     assert set(kinds[2:-1]) == {"option"}
     assert demonstrations.action_kind("click[next >]") == "other"
     assert demonstrations.action_kind("click[b0a1b2c3d4]") == "item"
+
+
+def test_drills_keep_only_the_practised_decision(env: WebShopEnv) -> None:
+    goals = env.goal_ids("train")[:8]
+    items = _drills(env, goals, 2, "item", TINY)
+    options = _drills(env, goals, 15, "option", TINY)
+    assert len(items) == len(goals)  # every search lists results; one first-result click each
+    assert {demonstrations.action_kind(d.action) for d in items} == {"item"}
+    assert options and {demonstrations.action_kind(d.action) for d in options} == {"option"}

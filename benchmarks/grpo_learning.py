@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--goals-per-step", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--update-epochs", type=int, default=1, help="optimizer steps per batch")
     parser.add_argument("--eval-goals", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--history-steps", type=int, default=1)
@@ -46,7 +47,11 @@ def main() -> None:
         settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
     )
     config = TrainerConfig(
-        group_size=args.group_size, sample_mode="transition", lr=args.lr, seed=args.seed
+        group_size=args.group_size,
+        sample_mode="transition",
+        lr=args.lr,
+        update_epochs=args.update_epochs,
+        seed=args.seed,
     )
     backend = LocalBackend(args.model, config)
     held_out = env.goal_ids("test")[: args.eval_goals]

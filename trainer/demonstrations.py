@@ -61,9 +61,9 @@ class Demonstration:
     def reply(self) -> str:
         """The action as the policy writes it: ``click[ green]``, but ``click[b09h42ji5s]``
         (see the module docstring)."""
-        verb, argument = self.action.split("[", 1)
-        if _PRODUCT_ID.fullmatch(argument.removesuffix("]")):
+        if action_kind(self.action) == "item":
             return self.action
+        verb, argument = self.action.split("[", 1)
         return f"{verb}[ {argument}"
 
 

@@ -1,8 +1,7 @@
 """Play a policy on WebShop goals in this process: many episodes stepped in lock-step.
 
-Every active episode's prompt is built with :func:`workers.agent.build_messages`, all are
-sampled in one batch, replies are parsed with :func:`workers.agent.parse_action`; a reply
-without an action is an invalid step (no env call), as in the Celery agent.
+Every active episode's prompt is built and its reply applied by :mod:`trainer.inprocess_agent`
+(as in the Celery agent); all are sampled in one batch.
 """
 
 from __future__ import annotations
@@ -14,14 +13,8 @@ from typing import Any
 
 from app.webshop.env import WebShopEnv
 from trainer.generation import GenerationRequest, generate_batch
-from workers.agent import (
-    DEFAULT_HISTORY_STEPS,
-    INVALID_REPLY_OBSERVATION,
-    NO_ACTION,
-    HistoryStep,
-    build_messages,
-    parse_action,
-)
+from trainer.inprocess_agent import apply_reply, prompt_ids
+from workers.agent import DEFAULT_HISTORY_STEPS, HistoryStep
 
 
 @dataclass
@@ -50,31 +43,11 @@ class EvalResult:
         return statistics.fmean(self.rewards) if self.rewards else 0.0
 
 
-def _prompt(episode: _Episode, tokenizer: Any, history_steps: int) -> list[int]:
-    s = episode.session
-    messages = build_messages(
-        s.instruction_text,
-        s.observation(),
-        s.available_actions(),
-        episode.history,
-        history_steps=history_steps,
-    )
-    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
-    return list(encoded["input_ids"])
-
-
 def _advance(episode: _Episode, reply: str, number: int) -> None:
-    action = parse_action(reply)
-    if action is None:
-        episode.invalid += 1
-        episode.history.append(HistoryStep(number, NO_ACTION, INVALID_REPLY_OBSERVATION))
-        return
-    result = episode.session.step(action)
-    valid = result.info.get("valid", True)
+    valid, episode.done, episode.reward = apply_reply(
+        episode.session, episode.history, reply, number
+    )
     episode.invalid += not valid
-    seen = result.observation if valid else (result.info.get("error") or "")
-    episode.history.append(HistoryStep(number, action, seen))
-    episode.done, episode.reward = result.done, result.reward if result.done else 0.0
 
 
 def evaluate(
@@ -100,7 +73,7 @@ def evaluate(
             chunk = active[start : start + batch_size]
             requests = [
                 GenerationRequest(
-                    _prompt(e, tokenizer, history_steps),
+                    prompt_ids(e.session, e.history, tokenizer, history_steps),
                     max_tokens,
                     temperature,
                     seed=seed * 100_003 + number * 1009 + i,

@@ -16,15 +16,9 @@ from typing import Any
 from app.webshop.env import WebShopEnv
 from trainer.algorithms import rollout_advantages
 from trainer.generation import GenerationRequest, generate_batch
+from trainer.inprocess_agent import apply_reply, prompt_ids
 from trainer.samples import CallRecord, RolloutRecord, build_samples
-from workers.agent import (
-    DEFAULT_HISTORY_STEPS,
-    INVALID_REPLY_OBSERVATION,
-    NO_ACTION,
-    HistoryStep,
-    build_messages,
-    parse_action,
-)
+from workers.agent import DEFAULT_HISTORY_STEPS, HistoryStep
 
 
 @dataclass
@@ -35,32 +29,6 @@ class _Episode:
     calls: list[CallRecord] = field(default_factory=list)
     reward: float = 0.0
     done: bool = False
-
-
-def _prompt_ids(episode: _Episode, tokenizer: Any, history_steps: int) -> list[int]:
-    s = episode.session
-    messages = build_messages(
-        s.instruction_text,
-        s.observation(),
-        s.available_actions(),
-        episode.history,
-        history_steps=history_steps,
-    )
-    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
-    return list(encoded["input_ids"])
-
-
-def _act(episode: _Episode, reply: str, number: int) -> None:
-    action = parse_action(reply)
-    if action is None:
-        episode.history.append(HistoryStep(number, NO_ACTION, INVALID_REPLY_OBSERVATION))
-        return
-    result = episode.session.step(action)
-    valid = result.info.get("valid", True)
-    seen = result.observation if valid else (result.info.get("error") or "")
-    episode.history.append(HistoryStep(number, action, seen))
-    episode.done = result.done
-    episode.reward = result.reward if result.done else 0.0
 
 
 def play_groups(
@@ -95,7 +63,7 @@ def play_groups(
         active = [e for e in episodes if not e.done]
         for start in range(0, len(active), batch_size):
             chunk = active[start : start + batch_size]
-            prompts = [_prompt_ids(e, tokenizer, history_steps) for e in chunk]
+            prompts = [prompt_ids(e.session, e.history, tokenizer, history_steps) for e in chunk]
             requests = [
                 GenerationRequest(p, max_tokens, temperature, seed=rng.randrange(2**31))
                 for p in prompts
@@ -103,7 +71,9 @@ def play_groups(
             outs = generate_batch(model, tokenizer, requests)
             for episode, prompt, out in zip(chunk, prompts, outs, strict=True):
                 episode.calls.append(CallRecord(prompt, out.token_ids, out.logprobs, version))
-                _act(episode, out.text, number)
+                _, episode.done, episode.reward = apply_reply(
+                    episode.session, episode.history, out.text, number
+                )
     return [
         RolloutRecord(f"{e.group_id}-{i}", e.group_id, e.reward, e.calls)
         for i, e in enumerate(episodes)

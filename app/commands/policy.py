@@ -23,7 +23,7 @@ def bootstrap_command(
         int | None, typer.Option(min=1, help="Demonstration episodes (default 200).")
     ] = None,
     epochs: Annotated[
-        int | None, typer.Option(min=1, help="Passes over the demonstrations (default 3).")
+        int | None, typer.Option(min=1, help="Passes over the demonstrations (default 6).")
     ] = None,
     hidden: Annotated[int | None, typer.Option(min=8, help="Hidden size (default 128).")] = None,
     layers: Annotated[int | None, typer.Option(min=1, help="Transformer blocks (default 3).")] = (

@@ -3,7 +3,9 @@
 Runs the in-process loop (:mod:`trainer.inprocess_rollouts`: the agent's prompts and
 parsing, the local backend's update; no queue or database, so the figure is the
 algorithm's, not the pipeline's) from a checkpoint and prints success and mean reward on a
-fixed set of test goals (greedy) every ``--eval-every`` steps, with the time per step.
+fixed set of test goals every ``--eval-every`` steps, with the time per step: greedy, and
+sampled at the rollout temperature with fixed seeds (``--eval-samples`` episodes per goal),
+which is the distribution GRPO itself optimises.
 
     .venv/bin/python benchmarks/grpo_learning.py --model .wsrl/policy/tiny-0 --steps 8
 """
@@ -21,7 +23,7 @@ from app.config import Settings
 from app.webshop.env import WebShopEnv
 from trainer.backends.local import LocalBackend
 from trainer.config import TrainerConfig
-from trainer.inprocess_eval import evaluate
+from trainer.inprocess_eval import EvalResult, evaluate
 from trainer.inprocess_rollouts import grpo_step
 
 
@@ -35,6 +37,8 @@ def main() -> None:
     parser.add_argument("--update-epochs", type=int, default=1, help="optimizer steps per batch")
     parser.add_argument("--eval-goals", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=4)
+    parser.add_argument("--eval-samples", type=int, default=2, help="sampled episodes per goal")
+    parser.add_argument("--temperature", type=float, default=1.0, help="rollout temperature")
     parser.add_argument("--history-steps", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
@@ -59,18 +63,25 @@ def main() -> None:
     train = env.goal_ids("train")
 
     def report(step: int, seconds: float | None) -> None:
-        result = evaluate(
-            backend.model,
-            backend.tokenizer,
-            env,
-            held_out,
-            max_steps=args.max_steps,
-            history_steps=args.history_steps,
-        )
+        def play(goals: list[int], temperature: float) -> EvalResult:
+            return evaluate(
+                backend.model,
+                backend.tokenizer,
+                env,
+                goals,
+                temperature=temperature,
+                max_steps=args.max_steps,
+                history_steps=args.history_steps,
+                seed=args.seed,
+            )
+
+        greedy = play(held_out, 0.0)
+        sampled = play(held_out * args.eval_samples, args.temperature)
         took = f" step_s={seconds:.1f}" if seconds is not None else ""
         print(
-            f"step={step} test_success={result.success_rate:.3f} "
-            f"test_reward={result.mean_reward:.3f}{took}",
+            f"step={step} greedy_success={greedy.success_rate:.3f} "
+            f"greedy_reward={greedy.mean_reward:.3f} sampled_success={sampled.success_rate:.3f} "
+            f"sampled_reward={sampled.mean_reward:.3f}{took}",
             flush=True,
         )
 
@@ -84,6 +95,7 @@ def main() -> None:
             max_steps=args.max_steps,
             max_tokens=32,
             seed=args.seed * 1000 + step,
+            temperature=args.temperature,
             history_steps=args.history_steps,
         )
         seconds = time.perf_counter() - started

@@ -88,6 +88,7 @@ def grpo_step(
     max_steps: int,
     max_tokens: int,
     seed: int,
+    temperature: float = 1.0,
     prepare: Callable[[Any], list[HistoryStep]] | None = None,
     history_steps: int = DEFAULT_HISTORY_STEPS,
 ) -> dict[str, float]:
@@ -103,6 +104,7 @@ def grpo_step(
         version=backend.version,
         max_steps=max_steps,
         max_tokens=max_tokens,
+        temperature=temperature,
         seed=seed,
         prepare=prepare,
         history_steps=history_steps,

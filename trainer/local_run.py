@@ -64,6 +64,8 @@ def start_local_trainer(
     enqueue: bool = True,
     sampling: dict[str, Any] | None = None,
     split: str = "train",
+    eval_goals: int = 0,
+    eval_sampling: dict[str, Any] | None = None,
     policy_host: str = "127.0.0.1",
     policy_port: int = 0,
     model_name: str = "policy",
@@ -97,6 +99,8 @@ def start_local_trainer(
             split=split,
             sampling=sampling,
             seed=config.seed + done,
+            eval_goals=eval_goals,
+            eval_sampling=eval_sampling,
         )
     loop = TrainLoop(
         config, options, sessions, backend, publisher, scheduler, step=done, version=version

@@ -42,6 +42,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
 from trainer import checkpoints
@@ -75,6 +76,10 @@ class LoopOptions:
     sampling): their advantages are 0, so without KL or entropy terms they add no
     gradient, only compute. They still count as used. With every group equal, the step
     is recorded without an update (``update/skipped``) and the version stays."""
+    eval_every: int = 0
+    """Queue a held-out evaluation (the scheduler's ``eval_goals``) every this many policy
+    versions, and one of the starting weights when the database has no evaluation yet;
+    0: never. The ``eval`` episodes run on the same workers, beside the train groups."""
 
 
 @dataclass
@@ -261,6 +266,8 @@ class TrainLoop:
             synced = self.publisher.sync(self.backend.model, version, checkpoint_path)
             times["time/sync_s"], times["time/publish_s"] = synced.sync_s, synced.publish_s
             checkpoints.prune(self.options.checkpoint_dir, self.options.keep_checkpoints)
+            if self.options.eval_every and version % self.options.eval_every == 0:
+                self._enqueue_eval()
         times["time/step_s"] = sum(v for k, v in times.items() if k != "time/wait_s")
         with session_scope(self.sessions) as session:
             merge_metrics(session, step, times)
@@ -275,6 +282,16 @@ class TrainLoop:
             times["time/step_s"],
         )
         return StepResult(step, version, len(records), metrics)
+
+    def _enqueue_eval(self, only_if_first: bool = False) -> None:
+        if self.scheduler is None or not self.options.eval_every:
+            return
+        with session_scope(self.sessions) as session:
+            if only_if_first and session.scalar(
+                select(Rollout.id).where(Rollout.mode == RolloutMode.EVAL).limit(1)
+            ):
+                return
+            self.scheduler.enqueue_eval(session)
 
     def _informative(self, records: list[RolloutRecord]) -> tuple[list[RolloutRecord], int]:
         """The records worth a gradient, and how many groups were left out as flat."""
@@ -298,6 +315,7 @@ class TrainLoop:
         the run early."""
         stop = stop or threading.Event()
         results: list[StepResult] = []
+        self._enqueue_eval(only_if_first=True)  # the starting weights' baseline
         while not stop.is_set() and (steps is None or len(results) < steps):
             started = time.perf_counter()
             ready = self.wait_for_batch(stop, wait_timeout_s)

@@ -23,11 +23,13 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
-from workers.enqueue import enqueue_rollouts
+from workers.enqueue import choose_goals, enqueue_rollouts
 
 logger = logging.getLogger(__name__)
 
 OUTSTANDING = (RolloutStatus.QUEUED, RolloutStatus.RUNNING)
+# Seed of the held-out goal draw: the same goals for every evaluation of every run.
+EVAL_SEED = 20_251_122
 
 
 def outstanding_groups(session: Session) -> int:
@@ -55,6 +57,11 @@ class Scheduler:
     sampling: dict[str, Any] | None = None
     """Sampling parameters stored on each rollout (temperature, max_tokens, ...)."""
     seed: int = 0
+    eval_goals: int = 0
+    """Held-out goals played once for each evaluated policy version (0: no evaluations)."""
+    eval_split: str = "test"
+    eval_sampling: dict[str, Any] | None = None
+    """Sampling parameters of the evaluation episodes (temperature 0: greedy)."""
     enqueued_groups: int = 0
 
     def __post_init__(self) -> None:
@@ -86,3 +93,21 @@ class Scheduler:
         self.enqueued_groups += missing
         logger.info("scheduler: enqueued %d groups of %d", missing, self.group_size)
         return missing
+
+    def enqueue_eval(self, session: Session) -> int:
+        """Queue one ``eval`` episode on each of ``eval_goals`` held-out goals; returns how
+        many. The goals are drawn with one fixed seed, so every evaluation plays the same
+        goals and success by policy version compares like with like."""
+        if self.eval_goals <= 0:
+            return 0
+        goal_ids = choose_goals(session, self.eval_split, self.eval_goals, random.Random(EVAL_SEED))
+        enqueue_rollouts(
+            session,
+            self.celery,
+            goal_ids=goal_ids,
+            mode=RolloutMode.EVAL.value,
+            sampling=self.eval_sampling,
+            settings=self.settings,
+        )
+        logger.info("scheduler: queued an evaluation on %d goals", len(goal_ids))
+        return len(goal_ids)

@@ -89,6 +89,10 @@ def dev(
         int | None, typer.Option(min=1, help="Stop everything after N train steps.")
     ] = None,
     split: Annotated[str, typer.Option(help="Goal split of the train rollouts.")] = "train",
+    eval_every: Annotated[
+        int, typer.Option(min=0, help="Evaluate on held-out test goals every N versions.")
+    ] = 10,
+    eval_goals: Annotated[int, typer.Option(min=1, help="Test goals per evaluation.")] = 50,
 ) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
     from app.config import get_settings
@@ -114,6 +118,7 @@ def dev(
     try:
         trainer_options = ["--group-size", str(group_size), "--batch-groups", str(batch_groups)]
         trainer_options += ["--max-staleness", str(max_staleness), "--split", split]
+        trainer_options += ["--eval-every", str(eval_every), "--eval-goals", str(eval_goals)]
         trainer_options += ["--steps", str(steps)] if steps is not None else []
         _start_children(supervisor, settings, model, trainer_options, threads)
         console.print(

@@ -64,6 +64,14 @@ def train(
     temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
     max_tokens: Annotated[int, typer.Option(min=1, help="Max new tokens per LLM call.")] = 48,
     split: Annotated[str, typer.Option(help="Goal split the rollouts are drawn from.")] = "train",
+    eval_every: Annotated[
+        int,
+        typer.Option(min=0, help="Evaluate on held-out test goals every N versions (0: never)."),
+    ] = 0,
+    eval_goals: Annotated[int, typer.Option(min=1, help="Test goals per evaluation.")] = 50,
+    eval_temperature: Annotated[
+        float, typer.Option(min=0.0, help="Sampling temperature of evaluations (0: greedy).")
+    ] = 0.0,
     enqueue: Annotated[
         bool, typer.Option(help="Enqueue rollouts (off: train on what others enqueue).")
     ] = True,
@@ -112,6 +120,11 @@ def train(
         preset=preset,
         sampling={"temperature": temperature, "max_tokens": max_tokens},
         split=split,
+        evaluation=(
+            eval_every,
+            eval_goals,
+            {"temperature": eval_temperature, "max_tokens": max_tokens},
+        ),
         enqueue=enqueue,
         policy_port=policy_port,
         poll=poll,
@@ -166,8 +179,11 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         raise _fail(exc) from exc
     if kw["enqueue"]:
         _sync_goals(settings, kw["split"])
+    eval_every, eval_goals, eval_sampling = kw["evaluation"]
     options = LoopOptions(
-        checkpoint_dir=kw["checkpoint_dir"] or default_checkpoint_dir(settings), poll_s=kw["poll"]
+        checkpoint_dir=kw["checkpoint_dir"] or default_checkpoint_dir(settings),
+        poll_s=kw["poll"],
+        eval_every=eval_every,
     )
     trainer = start_local_trainer(
         settings,
@@ -177,6 +193,8 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         enqueue=kw["enqueue"],
         sampling=kw["sampling"],
         split=kw["split"],
+        eval_goals=eval_goals if eval_every else 0,
+        eval_sampling=eval_sampling,
         policy_port=kw["policy_port"],
     )
     loop = trainer.loop

@@ -10,18 +10,20 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers.training_rows import F, R, S, add_group, finish_running
+from helpers.training_rows import F, R, S, add_group, ensure_goal, finish_running
 from sqlalchemy import select
 
 from app.config import Settings
 from app.db import migrate
-from app.db.lifecycle import PolicyVersionStatus
+from app.db.lifecycle import PolicyVersionStatus, RolloutMode
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
 from trainer.config import TrainerConfig
 from trainer.local_run import LocalTrainer, start_local_trainer
 from trainer.loop import LoopOptions, TrainLoop
+from trainer.scheduler import Scheduler
+from workers.celery_app import create_celery
 from workers.endpoint import ENDPOINT_CHANNEL, read_endpoint
 
 CONFIG = TrainerConfig(
@@ -222,3 +224,44 @@ def test_stop_event_ends_a_waiting_loop(fresh_settings: Settings, tiny_checkpoin
     finally:
         trainer.close()
     assert isinstance(trainer.loop, TrainLoop)
+
+
+def test_held_out_evaluations_at_start_and_every_n_versions(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    with session_scope(sessions) as session:
+        for goal in (11, 12, 13):
+            ensure_goal(session, goal, split="test")
+        for _ in range(4):
+            add_group(session, [S, S])
+    options = LoopOptions(checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.1, eval_every=2)
+    trainer = start_local_trainer(fresh_settings, CONFIG, tiny_checkpoint, options, enqueue=False)
+    # Evaluations only: no train groups are topped up (target 0), so the batches are ours.
+    trainer.loop.scheduler = Scheduler(
+        create_celery(fresh_settings), fresh_settings, group_size=2, target_groups=0,
+        eval_goals=2,
+    )  # fmt: skip
+    try:
+        results = trainer.loop.run(steps=2, wait_timeout_s=10)
+        assert [r.version for r in results] == [1, 2]
+    finally:
+        trainer.close()
+
+    def evaluations() -> list[int]:
+        with session_scope(sessions) as session:
+            return list(
+                session.scalars(select(Rollout.goal_id).where(Rollout.mode == RolloutMode.EVAL))
+            )
+
+    # The starting weights (none evaluated yet) and version 2; version 1 is skipped.
+    assert len(evaluations()) == 4 and set(evaluations()) <= {11, 12, 13}
+    trainer = start_local_trainer(fresh_settings, CONFIG, tiny_checkpoint, options, enqueue=False)
+    trainer.loop.scheduler = Scheduler(
+        create_celery(fresh_settings), fresh_settings, group_size=2, target_groups=0,
+        eval_goals=2,
+    )  # fmt: skip
+    try:
+        trainer.loop.run(steps=1, wait_timeout_s=1)
+    finally:
+        trainer.close()
+    assert len(evaluations()) == 4  # a restart does not evaluate the same weights again

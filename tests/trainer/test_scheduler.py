@@ -9,8 +9,8 @@ from sqlalchemy import func, select
 
 from app.config import Settings
 from app.db import migrate
-from app.db.lifecycle import RolloutStatus
-from app.db.models import Rollout
+from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.db.models import Goal, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.scheduler import Scheduler, outstanding_groups
 from workers.celery_app import create_celery
@@ -46,5 +46,40 @@ def test_top_up_fills_to_target_counting_queued_and_running_groups(
             assert len(queued) == 6 and {r.sampling["max_tokens"] for r in queued} == {16}
             groups = session.scalar(select(func.count(func.distinct(Rollout.group_id))))
             assert groups == 5
+    finally:
+        engine.dispose()
+
+
+def test_evaluations_play_the_same_held_out_goals_and_leave_train_groups_alone(
+    make_database: Callable[[], str], test_settings: Settings
+) -> None:
+    url = make_database()
+    migrate.upgrade(url)
+    settings = test_settings.model_copy(update={"database_url": url})
+    engine = make_engine(settings)
+    sessions = make_sessionmaker(engine)
+    try:
+        with session_scope(sessions) as session:
+            for goal in range(1, 21):
+                session.add(
+                    Goal(id=goal, split="test" if goal > 5 else "train", instruction="x", asin="B0")
+                )
+        scheduler = Scheduler(
+            create_celery(settings), settings, group_size=2, target_groups=1,
+            eval_goals=4, eval_sampling={"temperature": 0.0},
+        )  # fmt: skip
+        with session_scope(sessions) as session:
+            assert scheduler.enqueue_eval(session) == 4
+        with session_scope(sessions) as session:
+            assert scheduler.enqueue_eval(session) == 4
+            assert outstanding_groups(session) == 0  # evaluations are not train groups
+            evals = session.scalars(
+                select(Rollout).where(Rollout.mode == RolloutMode.EVAL).order_by(Rollout.created_at)
+            ).all()
+            no_evals = Scheduler(create_celery(settings), settings, group_size=2, target_groups=1)
+            assert no_evals.enqueue_eval(session) == 0
+        assert len(evals) == 8 and {r.sampling["temperature"] for r in evals} == {0.0}
+        first, second = sorted(r.goal_id for r in evals[:4]), sorted(r.goal_id for r in evals[4:])
+        assert first == second and all(g > 5 for g in first)
     finally:
         engine.dispose()

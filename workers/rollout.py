@@ -138,7 +138,9 @@ def _play(
                 start.goal_id,
                 recorder,
                 max_steps=settings.max_steps,
+                mode=settings.agent_mode,
                 sampling=sampling_from(Sampling.from_settings(settings), start.sampling),
+                history_steps=settings.agent_history_steps,
                 worker=runtime.worker,
                 rollout=f"{str(start.rollout_id)[:8]}#{start.number}",
             )

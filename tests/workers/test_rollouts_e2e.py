@@ -30,6 +30,7 @@ from workers.endpoint import ENDPOINT_KEY, EndpointStatus, PolicyEndpoint, publi
 pytestmark = pytest.mark.slow
 
 BASE_LATENCY_MS = 20.0
+HISTORY_STEPS = 2  # not the default (4): the workers must take it from their settings
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,7 @@ def stack(
         env_timeout_s=5.0,
         step_timeout_s=10.0,
         logs_channel=f"wsrl:logs:{uuid.uuid4().hex[:8]}",
+        agent_history_steps=HISTORY_STEPS,
     )
     with RolloutStack.start(root, settings, llm_latency_ms=BASE_LATENCY_MS) as running:
         running.redis.delete(ENDPOINT_KEY)
@@ -180,6 +182,24 @@ def test_redis_flushed_while_queued_reconciler_re_enqueues(stack: RolloutStack) 
     assert stack.statuses(ids) == {"queued": 10}, "the jobs are gone with the flush"
     assert stack.wait(ids, timeout_s=90, reconcile=True) == {"succeeded": 10}
     stack.check_training_data(ids)
+
+
+def test_prompts_show_the_configured_number_of_previous_steps(stack: RolloutStack) -> None:
+    set_llm_fault(stack.llm, "garbage", count=2)  # two invalid steps first: a longer episode
+    [rollout_id] = stack.enqueue(goal_ids=stack.goal_ids[:1])
+    assert stack.wait([rollout_id], timeout_s=60) == {"succeeded": 1}
+    with session_scope(stack.sessions) as session:
+        prompts = session.scalars(
+            select(LlmCall.request_messages)
+            .join(Attempt, Attempt.id == LlmCall.attempt_id)
+            .where(Attempt.rollout_id == rollout_id)
+            .order_by(LlmCall.index)
+        ).all()
+    assert len(prompts) >= HISTORY_STEPS + 2, "the episode is long enough to cut its history"
+    for index, messages in enumerate(prompts):
+        shown = min(index, HISTORY_STEPS)
+        if index:
+            assert f"Previous steps (the last {shown} of {index}):" in messages[-1]["content"]
 
 
 def test_malformed_model_output_is_invalid_steps_and_episode_goes_on(

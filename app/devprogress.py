@@ -42,6 +42,8 @@ class Progress:
             ).all()
             lines = []
             for step in steps:
+                if step is steps[-1] and "time/step_s" not in (step.metrics or {}):
+                    break  # committed before its sync; the phase times follow: print it next time
                 finished = session.scalar(
                     select(func.count()).where(
                         Rollout.mode == RolloutMode.TRAIN,

@@ -1,7 +1,10 @@
 """``wsrl report``: reward and success by policy version, from Postgres, as a PNG.
 
-Read from the ``policy_performance`` view (episodes that ran to the end, by the newest
-policy version they saw): train and eval rollouts are drawn as separate lines.
+Train episodes come from the ``policy_performance`` view (episodes that ran to the end,
+by the newest policy version they saw). Evaluations are drawn by *round* (the eval
+rollouts queued together, e.g. by the trainer's ``--eval-every``), each at the version it
+started on: the trainer moves on while a round plays, and splitting a round by version
+would leave a few episodes per point and mix the starting weights with later ones.
 """
 
 from __future__ import annotations
@@ -30,8 +33,27 @@ def performance_rows(session: Any) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in result]
 
 
+def evaluation_rounds(session: Any) -> list[dict[str, Any]]:
+    """One row per evaluation round (rollouts created in one transaction): the versions it
+    played on, episodes, mean reward and success rate."""
+    from sqlalchemy import text
+
+    result = session.execute(
+        text(
+            "SELECT min(policy_version_min) AS policy_version, "
+            "max(policy_version_max) AS last_version, count(*) AS episodes, "
+            "avg(reward) AS mean_reward, "
+            "avg(CASE WHEN success THEN 1.0 ELSE 0.0 END) AS success_rate "
+            "FROM rollouts WHERE mode = 'eval' AND status = 'succeeded' "
+            "AND policy_version_min IS NOT NULL GROUP BY created_at ORDER BY created_at"
+        )
+    )
+    return [dict(row._mapping) for row in result]
+
+
 def plot(rows: list[dict[str, Any]], out: Path) -> None:
-    """Two panels (mean reward, success rate) against the policy version, one line per mode."""
+    """Two panels (mean reward, success rate) against the policy version, one line per
+    kind: ``rows`` by version (train) and evaluation rounds (``mode`` = ``eval``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,7 +63,10 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     for mode in sorted({r["mode"] for r in rows}):
         mine = [r for r in rows if r["mode"] == mode]
         versions = [r["policy_version"] for r in mine]
-        label = f"{mode} ({sum(r['episodes'] for r in mine)} episodes)"
+        episodes = sum(r["episodes"] for r in mine)
+        label = f"{mode} ({episodes} episodes)"
+        if mode == "eval":
+            label = f"eval, held out ({len(mine)} rounds, {episodes} episodes)"
         reward_ax.plot(versions, [float(r["mean_reward"]) for r in mine], marker="o", label=label)
         success_ax.plot(
             versions, [100 * float(r["success_rate"]) for r in mine], marker="o", label=label
@@ -70,19 +95,23 @@ def report(
         raise typer.Exit(1) from exc
     try:
         with session_scope(make_sessionmaker(engine)) as session:
-            rows = performance_rows(session)
+            rows = [r for r in performance_rows(session) if r["mode"] != "eval"]
+            rounds = [{**r, "mode": "eval"} for r in evaluation_rounds(session)]
     finally:
         engine.dispose()
-    if not rows:
+    if not rows and not rounds:
         err_console.print(
             "[red]Error:[/red] no finished rollouts with a policy version yet; run "
             "`wsrl dev` (or workers + `wsrl train`) first"
         )
         raise typer.Exit(1)
-    plot(rows, out)
-    for row in rows:
+    plot(rows + rounds, out)
+    for row in rows + rounds:
+        versions = f"v{row['policy_version']}"
+        if row.get("last_version", row["policy_version"]) != row["policy_version"]:
+            versions += f"-{row['last_version']}"
         console.print(
-            f"{row['mode']:5s} v{row['policy_version']}: {row['episodes']} episodes, "
+            f"{row['mode']:5s} {versions}: {row['episodes']} episodes, "
             f"reward {float(row['mean_reward']):.3f}, success {float(row['success_rate']):.1%}"
         )
     console.print(f"wrote {out}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers.factories import make_goal, make_rollout
 
-from app.commands.report import performance_rows, plot
+from app.commands.report import evaluation_rounds, performance_rows, plot
 from app.db.lifecycle import RolloutMode, RolloutStatus
 
 
@@ -29,3 +29,38 @@ def test_report_rows_by_version_and_mode_and_png(db_session, tmp_path: Path) -> 
     out = tmp_path / "r" / "report.png"
     plot(rows, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluation_rounds_are_placed_at_the_version_they_started_on(
+    make_database, test_settings
+) -> None:
+    from app.db import migrate
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+
+    url = make_database()
+    migrate.upgrade(url)
+    engine = make_engine(test_settings.model_copy(update={"database_url": url}))
+    sessions = make_sessionmaker(engine)
+    done = RolloutStatus.SUCCEEDED
+    try:
+        with session_scope(sessions) as session:
+            make_goal(session, 93002)
+        # Two rounds, each queued in one transaction; the trainer moved on during each.
+        for versions, rewards in (([(0, 0), (0, 1), (1, 1)], [1.0, 0.0, 0.5]), ([(3, 4)], [1.0])):
+            with session_scope(sessions) as session:
+                for (low, high), reward in zip(versions, rewards, strict=True):
+                    make_rollout(
+                        session, 93002, status=done, mode=RolloutMode.EVAL, reward=reward,
+                        success=reward == 1.0, policy_version_min=low, policy_version_max=high,
+                    )  # fmt: skip
+                make_rollout(session, 93002, mode=RolloutMode.EVAL)  # still queued: left out
+        with session_scope(sessions) as session:
+            rounds = evaluation_rounds(session)
+    finally:
+        engine.dispose()
+    assert [(r["policy_version"], r["last_version"], r["episodes"]) for r in rounds] == [
+        (0, 1, 3),
+        (3, 4, 1),
+    ]
+    assert float(rounds[0]["mean_reward"]) == 0.5
+    assert abs(float(rounds[0]["success_rate"]) - 1 / 3) < 1e-9

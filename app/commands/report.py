@@ -51,6 +51,21 @@ def evaluation_rounds(session: Any) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in result]
 
 
+# Train points are a few dozen episodes each, too noisy to read a trend from alone: they are
+# drawn faintly, with their episode-weighted mean over this many versions on top.
+SMOOTH_VERSIONS = 10
+
+
+def smoothed(values: list[float], weights: list[int]) -> list[float]:
+    """Trailing mean of ``values`` over ``SMOOTH_VERSIONS`` points, weighted by episodes."""
+    out = []
+    for i in range(len(values)):
+        window = range(max(0, i - SMOOTH_VERSIONS + 1), i + 1)
+        total = sum(weights[j] for j in window)
+        out.append(sum(values[j] * weights[j] for j in window) / total if total else values[i])
+    return out
+
+
 def plot(rows: list[dict[str, Any]], out: Path) -> None:
     """Two panels (mean reward, success rate) against the policy version, one line per
     kind: ``rows`` by version (train) and evaluation rounds (``mode`` = ``eval``)."""
@@ -67,10 +82,18 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
         label = f"{mode} ({episodes} episodes)"
         if mode == "eval":
             label = f"eval, held out ({len(mine)} rounds, {episodes} episodes)"
-        reward_ax.plot(versions, [float(r["mean_reward"]) for r in mine], marker="o", label=label)
-        success_ax.plot(
-            versions, [100 * float(r["success_rate"]) for r in mine], marker="o", label=label
-        )
+        for ax, key, scale in ((reward_ax, "mean_reward", 1.0), (success_ax, "success_rate", 100)):
+            values = [scale * float(r[key]) for r in mine]
+            if mode == "eval" or len(mine) < SMOOTH_VERSIONS:
+                ax.plot(versions, values, marker="o", label=label)
+                continue
+            points = ax.plot(versions, values, marker=".", alpha=0.35, label=label)
+            ax.plot(
+                versions,
+                smoothed(values, [r["episodes"] for r in mine]),
+                color=points[0].get_color(),
+                label=f"{mode}, mean of {SMOOTH_VERSIONS} versions",
+            )
     reward_ax.set(xlabel="policy version", ylabel="mean reward", title="Reward by policy version")
     success_ax.set(xlabel="policy version", ylabel="success (%)", title="Success by policy version")
     for ax in (reward_ax, success_ax):

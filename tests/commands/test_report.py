@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers.factories import make_goal, make_rollout
 
-from app.commands.report import evaluation_rounds, performance_rows, plot
+from app.commands.report import SMOOTH_VERSIONS, evaluation_rounds, performance_rows, plot, smoothed
 from app.db.lifecycle import RolloutMode, RolloutStatus
 
 
@@ -64,3 +64,21 @@ def test_evaluation_rounds_are_placed_at_the_version_they_started_on(
     ]
     assert float(rounds[0]["mean_reward"]) == 0.5
     assert abs(float(rounds[0]["success_rate"]) - 1 / 3) < 1e-9
+
+
+def test_train_points_are_smoothed_by_episodes_over_the_last_versions() -> None:
+    assert smoothed([0.0, 1.0], [1, 3]) == [0.0, 0.75]
+    values = [float(v) for v in range(SMOOTH_VERSIONS + 5)]
+    last = smoothed(values, [1] * len(values))[-1]
+    assert last == sum(values[-SMOOTH_VERSIONS:]) / SMOOTH_VERSIONS
+
+
+def test_a_long_run_is_plotted_with_its_smoothed_train_line(tmp_path: Path) -> None:
+    rows = [
+        {"policy_version": v, "mode": "train", "episodes": 10, "mean_reward": 0.1 * (v % 3),
+         "success_rate": 0.0}
+        for v in range(SMOOTH_VERSIONS + 3)
+    ]  # fmt: skip
+    out = tmp_path / "long.png"
+    plot(rows, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -120,11 +120,9 @@ def train(
         preset=preset,
         sampling={"temperature": temperature, "max_tokens": max_tokens},
         split=split,
-        evaluation=(
-            eval_every,
-            eval_goals,
-            {"temperature": eval_temperature, "max_tokens": max_tokens},
-        ),
+        eval_every=eval_every,
+        eval_goals=eval_goals,
+        eval_sampling={"temperature": eval_temperature, "max_tokens": max_tokens},
         enqueue=enqueue,
         policy_port=policy_port,
         poll=poll,
@@ -179,11 +177,10 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         raise _fail(exc) from exc
     if kw["enqueue"]:
         _sync_goals(settings, kw["split"])
-    eval_every, eval_goals, eval_sampling = kw["evaluation"]
     options = LoopOptions(
         checkpoint_dir=kw["checkpoint_dir"] or default_checkpoint_dir(settings),
         poll_s=kw["poll"],
-        eval_every=eval_every,
+        eval_every=kw["eval_every"],
     )
     trainer = start_local_trainer(
         settings,
@@ -193,8 +190,8 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         enqueue=kw["enqueue"],
         sampling=kw["sampling"],
         split=kw["split"],
-        eval_goals=eval_goals if eval_every else 0,
-        eval_sampling=eval_sampling,
+        eval_goals=kw["eval_goals"],
+        eval_sampling=kw["eval_sampling"],
         policy_port=kw["policy_port"],
     )
     loop = trainer.loop

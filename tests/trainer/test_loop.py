@@ -226,6 +226,16 @@ def test_stop_event_ends_a_waiting_loop(fresh_settings: Settings, tiny_checkpoin
     assert isinstance(trainer.loop, TrainLoop)
 
 
+def start_evaluating(settings: Settings, model: Path, options: LoopOptions) -> LocalTrainer:
+    """A trainer whose scheduler queues evaluations of 2 goals and no train groups (target
+    0), so the batches are the test's own."""
+    trainer = start_local_trainer(settings, CONFIG, model, options, enqueue=False)
+    trainer.loop.scheduler = Scheduler(
+        create_celery(settings), settings, group_size=2, target_groups=0, eval_goals=2
+    )
+    return trainer
+
+
 def test_held_out_evaluations_at_start_and_every_n_versions(
     fresh_settings: Settings, sessions, tiny_checkpoint: Path
 ) -> None:
@@ -235,12 +245,7 @@ def test_held_out_evaluations_at_start_and_every_n_versions(
         for _ in range(4):
             add_group(session, [S, S])
     options = LoopOptions(checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.1, eval_every=2)
-    trainer = start_local_trainer(fresh_settings, CONFIG, tiny_checkpoint, options, enqueue=False)
-    # Evaluations only: no train groups are topped up (target 0), so the batches are ours.
-    trainer.loop.scheduler = Scheduler(
-        create_celery(fresh_settings), fresh_settings, group_size=2, target_groups=0,
-        eval_goals=2,
-    )  # fmt: skip
+    trainer = start_evaluating(fresh_settings, tiny_checkpoint, options)
     try:
         results = trainer.loop.run(steps=2, wait_timeout_s=10)
         assert [r.version for r in results] == [1, 2]
@@ -255,11 +260,7 @@ def test_held_out_evaluations_at_start_and_every_n_versions(
 
     # The starting weights (none evaluated yet) and version 2; version 1 is skipped.
     assert len(evaluations()) == 4 and set(evaluations()) <= {11, 12, 13}
-    trainer = start_local_trainer(fresh_settings, CONFIG, tiny_checkpoint, options, enqueue=False)
-    trainer.loop.scheduler = Scheduler(
-        create_celery(fresh_settings), fresh_settings, group_size=2, target_groups=0,
-        eval_goals=2,
-    )  # fmt: skip
+    trainer = start_evaluating(fresh_settings, tiny_checkpoint, options)
     try:
         trainer.loop.run(steps=1, wait_timeout_s=1)
     finally:

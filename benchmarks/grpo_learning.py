@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--history-steps", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", default="grpo", help="grpo, dr_grpo, rloo or gspo")
+    parser.add_argument("--loss-agg-mode", default=None, help="override the preset's")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -50,7 +52,10 @@ def main() -> None:
     env = WebShopEnv.load(
         settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
     )
-    config = TrainerConfig(
+    overrides = {"loss_agg_mode": args.loss_agg_mode} if args.loss_agg_mode else {}
+    config = TrainerConfig.preset(
+        args.preset,
+        **overrides,
         group_size=args.group_size,
         sample_mode="transition",
         lr=args.lr,

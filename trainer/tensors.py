@@ -2,12 +2,18 @@
 
 Token ``t`` is predicted from positions ``< t``, so every per-token tensor here has
 length ``T - 1`` and index ``t`` refers to token ``input_ids[:, t + 1]``.
+
+Agent samples are mostly prompt: a turn of the WebShop agent is a few hundred prompt
+tokens and a dozen generated ones. :func:`generated_token_stats` therefore runs the
+vocabulary projection only where a token was generated; on the tiny policy that made a
+train step's update several times faster than full logits (README, Training).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -67,3 +73,46 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of each next-token distribution. logits (B, T, V) -> (B, T-1)."""
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
     return -(logp.exp() * logp).sum(-1)  # (B, T-1)
+
+
+def generated_token_stats(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logprob and entropy of each generated token, computing logits only there.
+
+    input_ids, attention_mask: (B, T); loss_mask: (B, T-1). Returns two (B, T-1) tensors,
+    zero where ``loss_mask`` is 0; the logprobs carry gradient, the entropies do too (an
+    entropy bonus needs it). Equal to :func:`token_logprobs` / :func:`token_entropy` on
+    the full logits for models whose logits are ``lm_head(last hidden state)``; see
+    :func:`head_only_matches`.
+    """
+    hidden = model.get_decoder()(
+        input_ids=input_ids, attention_mask=attention_mask
+    ).last_hidden_state  # (B, T, H)
+    where = loss_mask.bool()  # (B, T-1)
+    logits = model.get_output_embeddings()(hidden[:, :-1][where]).float()  # (N, V)
+    logp = torch.log_softmax(logits, dim=-1)  # (N, V)
+    chosen = logp.gather(-1, input_ids[:, 1:][where].unsqueeze(-1)).squeeze(-1)  # (N,)
+    entropy = -(logp.exp() * logp).sum(-1)  # (N,)
+    zeros = torch.zeros(where.shape, dtype=logp.dtype, device=logp.device)  # (B, T-1)
+    return zeros.masked_scatter(where, chosen), zeros.masked_scatter(where, entropy)
+
+
+@torch.no_grad()
+def head_only_matches(model: Any, vocab_size: int, atol: float = 1e-4) -> bool:
+    """Whether :func:`generated_token_stats` reproduces the model's own forward pass.
+
+    Some architectures post-process logits (soft-capping, scaling) after the output
+    embedding; for those the backend falls back to full logits.
+    """
+    generator = torch.Generator().manual_seed(0)
+    device = next(model.parameters()).device
+    ids = torch.randint(0, vocab_size, (2, 12), generator=generator).to(device)  # (2, 12)
+    attention = torch.ones_like(ids)
+    mask = torch.ones((2, 11), device=device)
+    expected = token_logprobs(model(input_ids=ids, attention_mask=attention).logits, ids)
+    try:
+        got, _ = generated_token_stats(model, ids, attention, mask)
+    except (AttributeError, NotImplementedError, TypeError):
+        return False  # no decoder / output embedding to call separately
+    return bool(torch.allclose(got, expected, atol=atol))

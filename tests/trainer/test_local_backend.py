@@ -7,7 +7,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trainer.backends.local import LocalBackend
 from trainer.config import TrainerConfig
 from trainer.samples import Sample
-from trainer.tensors import collate
+from trainer.tensors import (
+    collate,
+    generated_token_stats,
+    head_only_matches,
+    token_entropy,
+    token_logprobs,
+)
 
 
 def sample(rid: str, prompt: list[int], response: list[int], advantage: float) -> Sample:
@@ -95,3 +101,32 @@ def test_save_writes_a_loadable_checkpoint(tiny_checkpoint, tmp_path) -> None:
         backend.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits,
         atol=1e-5,
     )
+
+
+def test_head_only_stats_equal_full_logits_on_generated_tokens(tiny_checkpoint) -> None:
+    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    assert backend._head_only  # a Qwen2 checkpoint: logits are lm_head(hidden)
+    batch = collate(SAMPLES, backend.pad_id)
+    model = backend.model
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        logp, entropy = generated_token_stats(
+            model, batch.input_ids, batch.attention_mask, batch.loss_mask
+        )
+    mask = batch.loss_mask.bool()
+    assert torch.allclose(logp[mask], token_logprobs(logits, batch.input_ids)[mask], atol=1e-5)
+    assert torch.allclose(entropy[mask], token_entropy(logits)[mask], atol=1e-5)
+    assert (logp[~mask] == 0).all() and (entropy[~mask] == 0).all()
+
+
+def test_logit_post_processing_falls_back_to_full_logits(tiny_checkpoint) -> None:
+    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    original = backend.model.forward
+
+    def soft_capped(*args, **kwargs):  # logits changed after the head, as Gemma 2 does
+        out = original(*args, **kwargs)
+        out.logits = 5.0 * torch.tanh(out.logits / 5.0)
+        return out
+
+    backend.model.forward = soft_capped
+    assert not head_only_matches(backend.model, len(backend.tokenizer))

@@ -20,7 +20,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from trainer import algorithms
 from trainer.config import TrainerConfig
 from trainer.samples import Sample
-from trainer.tensors import TrainBatch, collate, token_entropy, token_logprobs
+from trainer.tensors import (
+    TrainBatch,
+    collate,
+    generated_token_stats,
+    head_only_matches,
+    token_entropy,
+    token_logprobs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +51,9 @@ class LocalBackend:
         )
         self.actor = algorithms.actor_config(config)
         self._rng = random.Random(config.seed)
+        self._head_only = head_only_matches(self.model, len(self.tokenizer))
+        if not self._head_only:
+            logger.info("%s: logits post-processed after the head; using full logits", model_path)
 
     @property
     def pad_id(self) -> int:
@@ -51,12 +61,22 @@ class LocalBackend:
         return pad if pad is not None else self.tokenizer.eos_token_id
 
     def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
-        """Per-token logprobs of ``batch`` under ``model`` (default: the policy); (B, T-1)."""
-        model = model or self.model
+        """Logprobs of the generated tokens of ``batch`` under ``model`` (default: the
+        policy); (B, T-1), 0 where ``loss_mask`` is 0 unless full logits are in use."""
         batch = batch.to(self.device)
         with torch.no_grad():
-            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        return token_logprobs(logits, batch.input_ids)  # (B, T-1)
+            return self._token_stats(model or self.model, batch)[0]
+
+    def _token_stats(
+        self, model: PreTrainedModel, batch: TrainBatch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logprobs, entropies) of the next tokens, (B, T-1) each."""
+        if self._head_only:
+            return generated_token_stats(
+                model, batch.input_ids, batch.attention_mask, batch.loss_mask
+            )
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        return token_logprobs(logits, batch.input_ids), token_entropy(logits)
 
     def _micro_batches(self, samples: Sequence[Sample]) -> list[TrainBatch]:
         order = list(samples)
@@ -79,20 +99,14 @@ class LocalBackend:
         self, batch: TrainBatch, old: torch.Tensor, ref: torch.Tensor | None
     ) -> dict[str, float]:
         """Forward + backward of one micro-batch; returns its share of the metrics."""
-        out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-        logp = token_logprobs(out.logits, batch.input_ids)  # (B, T-1)
+        logp, entropy = self._token_stats(self.model, batch)  # (B, T-1) each
         mask = batch.loss_mask  # (B, T-1)
         pg_loss, pg_metrics = algorithms.policy_loss(old, logp, batch.advantages, mask, self.actor)
-        with torch.no_grad():
-            entropy = token_entropy(out.logits)  # (B, T-1)
         entropy_term = algorithms.aggregate(entropy, mask, self.actor)
         loss = pg_loss
         metrics = {"losses/policy": pg_loss.item(), "losses/entropy": entropy_term.item()}
         if self.config.entropy_coef > 0:
-            entropy_grad = token_entropy(out.logits)  # (B, T-1), with gradient
-            loss = loss - self.config.entropy_coef * algorithms.aggregate(
-                entropy_grad, mask, self.actor
-            )
+            loss = loss - self.config.entropy_coef * entropy_term
         if ref is not None:
             kl = algorithms.aggregate(
                 algorithms.kl_to_reference(logp, ref, self.config), mask, self.actor

@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--preset", default="grpo", help="grpo, dr_grpo, rloo or gspo")
     parser.add_argument("--loss-agg-mode", default=None, help="override the preset's")
+    parser.add_argument("--weighting", default="rollout", help="rollout or token")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -58,6 +59,7 @@ def main() -> None:
         **overrides,
         group_size=args.group_size,
         sample_mode="transition",
+        sample_weighting=args.weighting,
         lr=args.lr,
         update_epochs=args.update_epochs,
         seed=args.seed,
@@ -106,7 +108,11 @@ def main() -> None:
         seconds = time.perf_counter() - started
         print(
             f"  train step {step}: reward={metrics['reward/mean']:.3f} "
-            f"success={metrics['reward/success']:.3f} seconds={seconds:.1f}",
+            f"success={metrics['reward/success']:.3f} "
+            f"entropy={metrics.get('losses/entropy', float('nan')):.3f} "
+            f"grad_norm={metrics.get('actor/grad_norm', float('nan')):.3f} "
+            f"clipfrac={metrics.get('actor/pg_clipfrac', float('nan')):.3f} "
+            f"seconds={seconds:.1f}",
             flush=True,
         )
         if step % args.eval_every == 0 or step == args.steps:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 SAMPLE_MODES = ("transition", "trajectory")
+WEIGHTINGS = ("token", "rollout")
 LOSS_AGG_MODES = (
     "token-mean",
     "token-sum",
@@ -64,6 +65,10 @@ class TrainerConfig:
     ``samples/prefix_mismatches`` counts the turns)."""
     max_sample_tokens: int = 2048
     """Samples longer than this (prompt + responses) are dropped and counted."""
+    sample_weighting: str = "rollout"
+    """``rollout``: each rollout counts the same in the loss, whatever its number of turns;
+    ``token``: each generated token does (verl's plain token-mean over whole episodes).
+    See :func:`trainer.samples.build_samples` for why multi-turn agents want ``rollout``."""
 
     # --- algorithm (names from verl's registries) -------------------------------------------
     adv_estimator: str = "grpo"
@@ -116,6 +121,10 @@ class TrainerConfig:
             )
         if self.sample_mode not in SAMPLE_MODES:
             raise ValueError(f"sample_mode={self.sample_mode!r}: use one of {SAMPLE_MODES}.")
+        if self.sample_weighting not in WEIGHTINGS:
+            raise ValueError(
+                f"sample_weighting={self.sample_weighting!r}: use one of {WEIGHTINGS}."
+            )
         if self.loss_agg_mode not in LOSS_AGG_MODES:
             raise ValueError(f"loss_agg_mode={self.loss_agg_mode!r}: use one of {LOSS_AGG_MODES}.")
         if self.kl_penalty not in KL_PENALTIES:

@@ -117,6 +117,7 @@ def grpo_step(
         {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
         config.sample_mode,
         config.max_sample_tokens,
+        config.sample_weighting,
     )
     rewards = [r.reward for r in records]
     metrics = {

@@ -227,6 +227,7 @@ class TrainLoop:
             {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
             self.config.sample_mode,
             self.config.max_sample_tokens,
+            self.config.sample_weighting,
         )
         times["time/batch_s"] = time.perf_counter() - started
         step = self.step + 1

@@ -7,8 +7,11 @@ the loss is computed on exactly what was sampled. ``loss_mask`` is aligned with
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from trainer.config import WEIGHTINGS
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class Sample:
     rollout_logprobs: list[float]
     advantage: float
     policy_version_min: int
+    weight: float = 1.0
+    """Scales this sample's per-token loss (see ``weighting`` in :func:`build_samples`)."""
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -120,6 +125,7 @@ def build_samples(
     advantages: Mapping[str, float],
     mode: str,
     max_tokens: int,
+    weighting: str = "token",
 ) -> tuple[list[Sample], SampleStats]:
     """Samples of ``rollouts``; every sample of a rollout gets the rollout's advantage.
 
@@ -127,9 +133,20 @@ def build_samples(
     extends the previous prompt + response is appended, its new context tokens masked 0;
     otherwise it starts a new sample and counts as a prefix mismatch). Samples longer than
     ``max_tokens`` are dropped and counted.
+
+    ``weighting`` says how much each rollout counts in a token-mean loss. ``token``: every
+    generated token the same, so a rollout counts by its length. ``rollout``: every rollout
+    the same, its tokens sharing its weight (``weight`` = mean generated tokens per rollout
+    / this rollout's). Why it matters: when the agent rebuilds its prompt every turn, a
+    failed episode that wanders to the step limit has several times the turns of a
+    successful one, and under ``token`` the tokens every turn shares (``click[``, the end
+    of turn) get a net push down from the group's failures, which raises the policy's
+    entropy instead of sharpening it.
     """
     if mode not in ("transition", "trajectory"):
         raise ValueError(f"mode={mode!r}: use 'transition' or 'trajectory'.")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting={weighting!r}: use one of {WEIGHTINGS}.")
     stats = SampleStats()
     samples: list[Sample] = []
     for rollout in rollouts:
@@ -150,4 +167,15 @@ def build_samples(
             )
     stats.samples = len(samples)
     stats.generated_tokens = sum(s.num_generated for s in samples)
+    if weighting == "rollout":
+        _weigh_rollouts_equally(samples)
     return samples, stats
+
+
+def _weigh_rollouts_equally(samples: list[Sample]) -> None:
+    tokens: dict[str, int] = defaultdict(int)
+    for sample in samples:
+        tokens[sample.rollout_id] += sample.num_generated
+    mean = sum(tokens.values()) / max(len(tokens), 1)
+    for sample in samples:
+        sample.weight = mean / tokens[sample.rollout_id]

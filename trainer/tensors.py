@@ -28,7 +28,7 @@ class TrainBatch:
     attention_mask: torch.Tensor  # (B, T) long, 0 on padding
     loss_mask: torch.Tensor  # (B, T-1) float, 1 where token t+1 was generated
     rollout_logprobs: torch.Tensor  # (B, T-1) float, the server's logprob of token t+1
-    advantages: torch.Tensor  # (B, T-1) float, the rollout's advantage on every token
+    advantages: torch.Tensor  # (B, T-1) float, the rollout's advantage x sample weight
 
     def to(self, device: str | torch.device) -> TrainBatch:
         return TrainBatch(**{k: v.to(device) for k, v in self.__dict__.items()})
@@ -53,7 +53,9 @@ def collate(samples: Sequence[Sample], pad_id: int) -> TrainBatch:
         attention[i, :n] = 1
         mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
         logprobs[i, :n] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
-    advantages = torch.tensor([s.advantage for s in samples]).unsqueeze(-1)  # (B, 1)
+    # A positive weight on the advantage scales the token's PPO-clip loss exactly (the clip
+    # acts on the ratio), so it is how samples.build_samples' weighting reaches the loss.
+    advantages = torch.tensor([s.advantage * s.weight for s in samples]).unsqueeze(-1)  # (B, 1)
     return TrainBatch(
         input_ids=input_ids,
         attention_mask=attention,

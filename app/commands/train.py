@@ -59,6 +59,9 @@ def train(
     max_staleness: Annotated[int, typer.Option(min=0, help="Versions a group may lag.")] = 1,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
     sample_mode: Annotated[str, typer.Option(help="trajectory or transition.")] = "trajectory",
+    sample_weighting: Annotated[
+        str, typer.Option(help="rollout (each episode counts the same) or token.")
+    ] = "rollout",
     seed: Annotated[int, typer.Option(help="Seed of torch, batches and goal draws.")] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
@@ -114,6 +117,7 @@ def train(
             "max_staleness": max_staleness,
             "lr": lr,
             "sample_mode": sample_mode,
+            "sample_weighting": sample_weighting,
             "seed": seed,
             "device": device,
         },

@@ -3,6 +3,7 @@
 import pytest
 
 from trainer.samples import CallRecord, RolloutRecord, build_samples
+from trainer.tensors import collate
 
 
 def call(prompt: list[int], response: list[int], version: int = 3) -> CallRecord:
@@ -81,3 +82,40 @@ def test_logprob_count_mismatch_is_an_error() -> None:
 def test_unknown_mode_is_an_error() -> None:
     with pytest.raises(ValueError, match="use 'transition' or 'trajectory'"):
         build_samples([], {}, "episode", 100)
+
+
+def test_token_weighting_leaves_every_sample_at_one() -> None:
+    long = rollout([call([1], [2, 3]), call([1, 9], [4, 5]), call([1, 8], [6, 7])], "long")
+    samples, _ = build_samples([long], {"long": 1.0}, "transition", 100)
+    assert [s.weight for s in samples] == [1.0, 1.0, 1.0]
+
+
+def test_rollout_weighting_gives_every_rollout_the_same_total_weight() -> None:
+    # A failure that wandered for three turns (6 tokens) and a success of one turn (2).
+    long = rollout([call([1], [2, 3]), call([1, 9], [4, 5]), call([1, 8], [6, 7])], "long", 0.0)
+    short = rollout([call([1], [2, 3])], "short", 1.0)
+    samples, _ = build_samples(
+        [long, short], {"long": -1.0, "short": 1.0}, "transition", 100, "rollout"
+    )
+    per_rollout = {"long": 0.0, "short": 0.0}
+    for s in samples:
+        per_rollout[s.rollout_id] += s.weight * s.num_generated
+    assert per_rollout == {"long": 4.0, "short": 4.0}  # mean tokens per rollout: (6 + 2) / 2
+    # The total weight is unchanged, so a token-mean loss keeps its scale.
+    assert sum(per_rollout.values()) == sum(s.num_generated for s in samples)
+
+
+def test_rollout_weighting_scales_the_collated_advantages() -> None:
+    long = rollout([call([1], [2, 3]), call([1, 9], [4, 5])], "long", 0.0)
+    short = rollout([call([1], [2, 3])], "short", 1.0)
+    samples, _ = build_samples(
+        [long, short], {"long": -1.0, "short": 1.0}, "transition", 100, "rollout"
+    )
+    batch = collate(samples, pad_id=0)
+    per_token = batch.advantages[batch.loss_mask.bool()].tolist()
+    assert per_token == pytest.approx([-0.75] * 4 + [1.5] * 2)  # weights 3/4 and 3/2
+
+
+def test_unknown_weighting_is_an_error() -> None:
+    with pytest.raises(ValueError, match="weighting"):
+        build_samples([rollout([call([1], [2])])], {"r1": 1.0}, "transition", 100, "episode")

@@ -1,4 +1,5 @@
-"""What ``wsrl dev`` prints: a rollout summary and one line per new train step, from Postgres."""
+"""What ``wsrl dev`` prints: a rollout summary, one line per new train step and one per
+finished held-out evaluation round, from Postgres."""
 
 from __future__ import annotations
 
@@ -9,17 +10,23 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
+from app.db.performance import evaluation_rounds
 from app.db.session import session_scope
 
 
 class Progress:
-    """Remembers the last step it printed; episodes/s counts train rollouts finished since."""
+    """Remembers the last step and evaluation round it printed; episodes/s counts train
+    rollouts finished since the last step. Rounds finished before it started are not
+    printed again (``wsrl report`` shows them)."""
 
     def __init__(self, sessions: sessionmaker[Session], since: datetime) -> None:
         self.sessions = sessions
         self.since = since
         with session_scope(sessions) as session:
             self.last_step = int(session.scalar(select(func.max(TrainStep.step))) or 0)
+            self.printed_rounds = {
+                r["created_at"] for r in evaluation_rounds(session) if r["unfinished"] == 0
+            }
 
     def summary(self) -> str:
         with session_scope(self.sessions) as session:
@@ -55,6 +62,27 @@ class Progress:
                 lines.append(format_step(step, (finished or 0) / elapsed))
                 self.since, self.last_step = step.created_at, step.step
         return lines
+
+    def new_eval_lines(self) -> list[str]:
+        """A line for each evaluation round that has finished since the last call."""
+        with session_scope(self.sessions) as session:
+            rounds = evaluation_rounds(session)
+        lines = []
+        for r in rounds:
+            if r["unfinished"] == 0 and r["created_at"] not in self.printed_rounds:
+                self.printed_rounds.add(r["created_at"])
+                lines.append(format_round(r))
+        return lines
+
+
+def format_round(r: dict) -> str:
+    versions = f"v{r['policy_version']}"
+    if r["last_version"] != r["policy_version"]:
+        versions += f"-{r['last_version']}"
+    return (
+        f"held-out {versions}: {r['episodes']} episodes, reward "
+        f"{float(r['mean_reward']):.3f}, success {float(r['success_rate']):.1%}"
+    )
 
 
 def format_step(step: TrainStep, episodes_per_s: float) -> str:

@@ -208,7 +208,7 @@ def _monitor(supervisor, settings, started: float) -> None:
     last = 0.0
     try:
         while True:
-            for line in progress.new_step_lines():
+            for line in progress.new_step_lines() + progress.new_eval_lines():
                 console.print(line)
             if time.monotonic() - last >= PROGRESS_EVERY_S:
                 console.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")

@@ -19,38 +19,6 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
-def performance_rows(session: Any) -> list[dict[str, Any]]:
-    """One row per (policy version, mode) with episodes, mean reward and success rate."""
-    from sqlalchemy import text
-
-    result = session.execute(
-        text(
-            "SELECT policy_version, mode, episodes, mean_reward, success_rate "
-            "FROM policy_performance WHERE policy_version IS NOT NULL AND episodes > 0 "
-            "ORDER BY mode, policy_version"
-        )
-    )
-    return [dict(row._mapping) for row in result]
-
-
-def evaluation_rounds(session: Any) -> list[dict[str, Any]]:
-    """One row per evaluation round (rollouts created in one transaction): the versions it
-    played on, episodes, mean reward and success rate."""
-    from sqlalchemy import text
-
-    result = session.execute(
-        text(
-            "SELECT min(policy_version_min) AS policy_version, "
-            "max(policy_version_max) AS last_version, count(*) AS episodes, "
-            "avg(reward) AS mean_reward, "
-            "avg(CASE WHEN success THEN 1.0 ELSE 0.0 END) AS success_rate "
-            "FROM rollouts WHERE mode = 'eval' AND status = 'succeeded' "
-            "AND policy_version_min IS NOT NULL GROUP BY created_at ORDER BY created_at"
-        )
-    )
-    return [dict(row._mapping) for row in result]
-
-
 # Train points are a few dozen episodes each, too noisy to read a trend from alone: they are
 # drawn faintly, with their episode-weighted mean over this many versions on top.
 SMOOTH_VERSIONS = 10
@@ -109,6 +77,7 @@ def report(
 ) -> None:
     """Plot reward and success by policy version (train and eval) into OUT."""
     from app.config import ServicesNotRunningError, get_settings
+    from app.db.performance import evaluation_rounds, performance_rows
     from app.db.session import make_engine, make_sessionmaker, session_scope
 
     try:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from helpers.factories import make_goal, make_rollout
 
-from app.commands.report import SMOOTH_VERSIONS, evaluation_rounds, performance_rows, plot, smoothed
+from app.commands.report import SMOOTH_VERSIONS, plot, smoothed
 from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.db.performance import evaluation_rounds, performance_rows
 
 
 def test_report_rows_by_version_and_mode_and_png(db_session, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ finished held-out evaluation round, from Postgres."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -75,13 +76,14 @@ class Progress:
         return lines
 
 
-def format_round(r: dict) -> str:
-    versions = f"v{r['policy_version']}"
-    if r["last_version"] != r["policy_version"]:
-        versions += f"-{r['last_version']}"
+def format_round(row: dict[str, Any]) -> str:
+    """One evaluation round (:func:`app.db.performance.evaluation_rounds`) as a line."""
+    versions = f"v{row['policy_version']}"
+    if row["last_version"] != row["policy_version"]:
+        versions += f"-{row['last_version']}"
     return (
-        f"held-out {versions}: {r['episodes']} episodes, reward "
-        f"{float(r['mean_reward']):.3f}, success {float(r['success_rate']):.1%}"
+        f"held-out {versions}: {row['episodes']} episodes, reward "
+        f"{float(row['mean_reward']):.3f}, success {float(row['success_rate']):.1%}"
     )
 
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
-from app.db.performance import evaluation_rounds
+from app.db.performance import evaluation_rounds, version_span
 from app.db.session import session_scope
 
 
@@ -78,11 +78,8 @@ class Progress:
 
 def format_round(row: dict[str, Any]) -> str:
     """One evaluation round (:func:`app.db.performance.evaluation_rounds`) as a line."""
-    versions = f"v{row['policy_version']}"
-    if row["last_version"] != row["policy_version"]:
-        versions += f"-{row['last_version']}"
     return (
-        f"held-out {versions}: {row['episodes']} episodes, reward "
+        f"held-out {version_span(row)}: {row['episodes']} episodes, reward "
         f"{float(row['mean_reward']):.3f}, success {float(row['success_rate']):.1%}"
     )
 

@@ -208,9 +208,12 @@ def _monitor(supervisor, settings, started: float) -> None:
     last = 0.0
     try:
         while True:
-            for line in progress.new_step_lines() + progress.new_eval_lines():
+            for line in progress.new_step_lines():
                 console.print(line)
             if time.monotonic() - last >= PROGRESS_EVERY_S:
+                # Rounds take minutes to play: looking for finished ones at this pace is enough.
+                for line in progress.new_eval_lines():
+                    console.print(line)
                 console.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
                 last = time.monotonic()
             trainer = next(c for c in supervisor.children if c.name == "trainer")

@@ -77,7 +77,7 @@ def report(
 ) -> None:
     """Plot reward and success by policy version (train and eval) into OUT."""
     from app.config import ServicesNotRunningError, get_settings
-    from app.db.performance import evaluation_rounds, performance_rows
+    from app.db.performance import evaluation_rounds, performance_rows, version_span
     from app.db.session import make_engine, make_sessionmaker, session_scope
 
     try:
@@ -99,11 +99,8 @@ def report(
         raise typer.Exit(1)
     plot(rows + rounds, out)
     for row in rows + rounds:
-        versions = f"v{row['policy_version']}"
-        if row.get("last_version", row["policy_version"]) != row["policy_version"]:
-            versions += f"-{row['last_version']}"
         console.print(
-            f"{row['mode']:5s} {versions}: {row['episodes']} episodes, "
+            f"{row['mode']:5s} {version_span(row)}: {row['episodes']} episodes, "
             f"reward {float(row['mean_reward']):.3f}, success {float(row['success_rate']):.1%}"
         )
     console.print(f"wrote {out}")

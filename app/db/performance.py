@@ -44,3 +44,9 @@ def evaluation_rounds(session: Any) -> list[dict[str, Any]]:
         )
     )
     return [dict(row._mapping) for row in result]
+
+
+def version_span(row: dict[str, Any]) -> str:
+    """``v3``, or ``v3-5`` for a row (an evaluation round) that played on several versions."""
+    first, last = row["policy_version"], row.get("last_version", row["policy_version"])
+    return f"v{first}" if last == first else f"v{first}-{last}"

@@ -130,3 +130,13 @@ def test_logit_post_processing_falls_back_to_full_logits(tiny_checkpoint) -> Non
 
     backend.model.forward = soft_capped
     assert not head_only_matches(backend.model, len(backend.tokenizer))
+
+
+def test_a_model_without_a_separate_decoder_uses_full_logits(tiny_checkpoint) -> None:
+    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+
+    def no_decoder():
+        raise NotImplementedError("this architecture exposes no decoder")
+
+    backend.model.get_decoder = no_decoder
+    assert not head_only_matches(backend.model, len(backend.tokenizer))

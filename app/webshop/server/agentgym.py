@@ -70,7 +70,7 @@ async def list_envs(service: ServiceDep) -> Response:
 
 
 @router.post("/create")
-def create(request: Request, service: ServiceDep) -> Response:
+async def create(request: Request, service: ServiceDep) -> Response:
     """A new env id with an episode already started on a weighted random goal."""
     env_idx = request.app.state.agentgym_ids.next()
     service.start(None, key=_key(env_idx))
@@ -78,7 +78,7 @@ def create(request: Request, service: ServiceDep) -> Response:
 
 
 @router.post("/step")
-def step(body: StepQuery, service: ServiceDep) -> Response:
+async def step(body: StepQuery, service: ServiceDep) -> Response:
     result = service.step(_key(body.env_idx), body.action).result
     return OrjsonResponse(
         {
@@ -91,7 +91,7 @@ def step(body: StepQuery, service: ServiceDep) -> Response:
 
 
 @router.post("/reset")
-def reset(body: ResetQuery, service: ServiceDep) -> Response:
+async def reset(body: ResetQuery, service: ServiceDep) -> Response:
     """A new episode on the same env id: goal ``session_id``, or weighted random."""
     key = _key(body.env_idx)
     service.store.get(key)  # 404 / 410 before any work
@@ -107,22 +107,22 @@ def _read(service: WebShopService, env_idx: int, read: Callable[[Session], Any])
 
 
 @router.get("/observation")
-def observation(env_idx: EnvIdx, service: ServiceDep) -> Response:
+async def observation(env_idx: EnvIdx, service: ServiceDep) -> Response:
     return _read(service, env_idx, lambda s: s.observation())
 
 
 @router.get("/available_actions")
-def available_actions(env_idx: EnvIdx, service: ServiceDep) -> Response:
+async def available_actions(env_idx: EnvIdx, service: ServiceDep) -> Response:
     return _read(service, env_idx, lambda s: s.available_actions())
 
 
 @router.get("/instruction_text")
-def instruction_text(env_idx: EnvIdx, service: ServiceDep) -> Response:
+async def instruction_text(env_idx: EnvIdx, service: ServiceDep) -> Response:
     return _read(service, env_idx, lambda s: s.instruction_text)
 
 
 @router.get("/state")
-def state(env_idx: EnvIdx, service: ServiceDep) -> Response:
+async def state(env_idx: EnvIdx, service: ServiceDep) -> Response:
     """The page as HTML (there is no URL: pages are not served as a web site here)."""
     return _read(
         service,
@@ -136,6 +136,6 @@ def state(env_idx: EnvIdx, service: ServiceDep) -> Response:
 
 
 @router.post("/close")
-def close(body: CloseQuery, service: ServiceDep) -> Response:
+async def close(body: CloseQuery, service: ServiceDep) -> Response:
     """``{closed: false}`` for an id that is not open, as AgentGym's server answers."""
     return OrjsonResponse({"closed": service.store.delete(_key(body.env_idx))})

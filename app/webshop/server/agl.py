@@ -69,7 +69,7 @@ def _reset(service: WebShopService, body: ResetBody) -> SessionEntry:
 
 
 @router.post("/reset")
-def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
+async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
     entry = _reset(service, body or ResetBody())
     with entry.lock:
         session = entry.session
@@ -89,7 +89,7 @@ def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
 
 
 @router.post("/step")
-def step(body: StepBody, service: ServiceDep) -> Response:
+async def step(body: StepBody, service: ServiceDep) -> Response:
     result = service.step(body.session_id, body.action).result
     return OrjsonResponse(
         {

@@ -45,7 +45,7 @@ from app.db import migrate  # noqa: E402
 from app.db.lifecycle import RolloutMode, RolloutStatus  # noqa: E402
 from app.db.models import Attempt, Goal, LlmCall, Rollout  # noqa: E402
 from app.db.session import session_scope  # noqa: E402
-from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_endpoint  # noqa: E402
+from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -179,7 +179,7 @@ def main() -> None:
     finally:
         for process in reversed(started):
             process.stop()
-        store.delete(ENDPOINT_KEY)
+        withdraw_endpoint(store)
         store.close()
         with psycopg.connect(_admin(server_url), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

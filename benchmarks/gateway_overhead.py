@@ -41,7 +41,7 @@ from app.db import migrate
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout
 from app.db.session import session_scope
-from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_endpoint
+from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
@@ -214,7 +214,7 @@ def main() -> None:
         for proc in procs:
             proc.terminate()
             proc.wait(10)
-        store.delete(ENDPOINT_KEY)
+        withdraw_endpoint(store)
         store.close()
         _drop_database(server_url, name)
 

@@ -1,8 +1,10 @@
 """Where the policy is served: one Redis key plus an announcement channel.
 
 The trainer writes ``{base_url, model, version, status}`` to :data:`ENDPOINT_KEY` and
-publishes the same JSON on :data:`ENDPOINT_CHANNEL`. Workers read the key once per LLM
-call (a single GET), so a new version is used from the next call on without a restart.
+publishes the same JSON on :data:`ENDPOINT_CHANNEL` (an empty message: withdrawn). Workers
+read the key once per LLM call (a single GET; the API's gateway follows the announcements
+instead, :mod:`app.api.services.gateway_endpoint`), so a new version is used from the next
+call on without a restart.
 While weights sync the status is ``paused``: callers wait (capped backoff) instead of
 failing. With nothing published, the endpoint of the settings (``llm_base_url``, version 0)
 is used, so a plain OpenAI-compatible server works without a trainer.
@@ -99,6 +101,16 @@ def publish_endpoint(
         endpoint.base_url,
     )
     return receivers
+
+
+def withdraw_endpoint(
+    redis: Redis, *, key: str = ENDPOINT_KEY, channel: str = ENDPOINT_CHANNEL
+) -> None:
+    """Unpublish: delete the record, then announce an empty one, so that readers that
+    follow the announcements (the API's gateway) fall back to the settings at once."""
+    redis.delete(key)
+    redis.publish(channel, b"")
+    logger.info("withdrew the published policy endpoint")
 
 
 def read_endpoint(redis: Redis, *, key: str = ENDPOINT_KEY) -> PolicyEndpoint | None:

@@ -24,6 +24,7 @@ from app.api.gateway_fast_path import GatewayFastPath
 from app.api.metrics import ApiMetrics, RequestMetricsMiddleware
 from app.api.routes import gateway, health, metrics, policy, rollouts, stats, trajectories
 from app.api.services.gateway import Gateway
+from app.api.services.gateway_endpoint import AnnouncedEndpoint
 from app.api.services.gateway_store import CallStore, libpq_url
 from app.config import Settings
 from app.db.lifecycle import IllegalTransition
@@ -58,13 +59,15 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.sessionmaker = sessions
         app.state.redis = sync_redis
         app.state.celery = create_celery(settings)
-        app.state.gateway = Gateway(settings, http, async_redis, store)
+        endpoint_record = AnnouncedEndpoint(async_redis)
+        app.state.gateway = Gateway(settings, http, endpoint_record, store)
         app.state.metrics.watch_pipeline(sessions, sync_redis)
         logger.info("API ready (database and Redis from settings)")
         try:
             yield
         finally:
             await http.close()
+            await endpoint_record.close()
             await async_redis.aclose()
             sync_redis.close()
             app.state.celery.close()

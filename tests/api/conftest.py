@@ -23,7 +23,7 @@ from app.config import Settings
 from app.db.lifecycle import RolloutStatus
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_endpoint
+from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +44,9 @@ def redis_client(api_settings: Settings) -> Iterator[redis.Redis]:
 @pytest.fixture
 def no_endpoint(redis_client: redis.Redis) -> Iterator[None]:
     """No policy endpoint published, before and after the test."""
-    redis_client.delete(ENDPOINT_KEY)
+    withdraw_endpoint(redis_client)
     yield
-    redis_client.delete(ENDPOINT_KEY)
+    withdraw_endpoint(redis_client)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from helpers.stack import RolloutStack, isolated_settings
 
 from app.config import Settings
 from workers.celery_app import ROLLOUT_TASK
-from workers.endpoint import ENDPOINT_KEY
+from workers.endpoint import withdraw_endpoint
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +48,9 @@ def stack(
         logs_channel=f"wsrl:logs:{uuid.uuid4().hex[:8]}",
     )
     with RolloutStack.start(root, settings, workers=1, concurrency=4) as running:
-        running.redis.delete(ENDPOINT_KEY)
+        withdraw_endpoint(running.redis)
         yield running
-        running.redis.delete(ENDPOINT_KEY)
+        withdraw_endpoint(running.redis)
 
 
 def _any_answer(url: str):
@@ -124,7 +124,7 @@ def test_eval_with_base_url_rule_reports_the_rule_baseline(stack: RolloutStack) 
         )
     finally:
         rule.stop()
-        stack.redis.delete(ENDPOINT_KEY)
+        withdraw_endpoint(stack.redis)
     assert "as policy version" in result.stderr
     assert _last_line(result) == _baseline(stack.settings, "rule")
 

@@ -48,7 +48,7 @@ from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.server.runner import serve_in_thread
 from workers.celery_app import create_celery
-from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_endpoint
+from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 from workers.enqueue import enqueue_rollouts, sync_goals
 from workers.env_client import EnvClient
 
@@ -199,7 +199,7 @@ def pipeline(
                 goal_ids=goal_ids,
             )
     finally:
-        store.delete(ENDPOINT_KEY)
+        withdraw_endpoint(store)
         store.close()
         for process in reversed(started):
             process.stop()

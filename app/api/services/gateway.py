@@ -10,8 +10,9 @@ the serving policy version and the attempt's next call index, before the answer 
 (an external agent's rollout counts the recorded calls once the agent is done).
 
 Overhead is kept small: one pooled ``aiohttp.ClientSession`` (about a quarter of the CPU
-per call of httpx's async client), the endpoint read with one async Redis GET, attempt
-ids cached after the first lookup (ids never change; the attempt's status is checked
+per call of httpx's async client), the endpoint kept current by its announcements
+(:mod:`app.api.services.gateway_endpoint`: no Redis round trip per call), attempt ids
+cached after the first lookup (ids never change; the attempt's status is checked
 again by the write), and the write as one prepared statement on an async connection
 (:mod:`app.api.services.gateway_store`: no ORM, no thread hop, one round trip).
 """
@@ -28,13 +29,13 @@ from typing import Any
 
 import aiohttp
 import orjson
-from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
 
+from app.api.services.gateway_endpoint import AnnouncedEndpoint
 from app.api.services.gateway_store import CallStore, StoreUnavailable
 from app.config import Settings
 from app.db.lifecycle import AttemptStatus
-from workers.endpoint import ENDPOINT_KEY, PolicyEndpoint, fallback_endpoint
+from workers.endpoint import PolicyEndpoint, fallback_endpoint
 from workers.llm import LLMBadResponse, LLMCall, parse_chat_response, token_capture_params
 from workers.recording import call_row
 
@@ -75,12 +76,12 @@ class Gateway:
         self,
         settings: Settings,
         http: aiohttp.ClientSession,
-        redis: AsyncRedis,
+        endpoint_record: AnnouncedEndpoint,
         store: CallStore,
     ) -> None:
         self._settings = settings
         self._http = http
-        self._redis = redis
+        self._endpoint_record = endpoint_record
         self._store = store
         self._published: tuple[bytes, PolicyEndpoint] | None = None
         self._attempt_ids: OrderedDict[tuple[uuid.UUID, int], int] = OrderedDict()
@@ -178,7 +179,7 @@ class Gateway:
 
     async def _current_endpoint(self) -> PolicyEndpoint:
         try:
-            raw = await self._redis.get(ENDPOINT_KEY)
+            raw = await self._endpoint_record.raw()
         except RedisError as exc:
             raise GatewayError(503, f"cannot read the policy endpoint from Redis: {exc}") from exc
         if raw is not None:

@@ -7,6 +7,10 @@ database and a Redis db of its own, and for each concurrency C enqueues ``C x ro
 rollouts and measures:
 
 - ``eps``: finished episodes per second, from the first start to the last finish;
+- ``steady``: the same ratio in the steady state only, from the moment all C threads
+  first run an episode to the last start (after which threads run out of work): the
+  whole-batch ``ratio`` also counts the batch's ramp-up and its ragged end, which a
+  long-running pool does not have (with 4 rounds they are 4-8 % of the run);
 - ``ideal``: ``C / (mean steps x LLM latency)``, what C threads would do if an episode
   cost nothing but its LLM calls; ``ratio = eps / ideal``;
 - the share of an episode's wall time (attempt start to finish) spent in the LLM, in the
@@ -105,12 +109,34 @@ def measure(sessions, ids: list[uuid.UUID], concurrency: int, llm_s: float) -> d
         "eps": eps,
         "ideal": ideal,
         "ratio": eps / ideal,
+        "steady": steady_eps(rows, concurrency) / ideal,
         "llm_share": (llm_ms or 0) / 1000 / busy_s,
         "env_share": (env_ms or 0) / 1000 / busy_s,
         "other_share": 1 - ((llm_ms or 0) + (env_ms or 0)) / 1000 / busy_s,
         "idle_share": max(0.0, 1 - busy_s / (concurrency * run_s)),
         "overhead_share": 1 - (llm_ms or 0) / 1000 / (concurrency * run_s),
     }
+
+
+def steady_eps(rows, concurrency: int) -> float:
+    """Episodes finished per second between the first moment ``concurrency`` episodes run
+    at once and the last start (see the module docstring); NaN when there is no such
+    window."""
+    events = sorted(
+        [(r.started_at.timestamp(), 1) for r in rows]
+        + [(r.finished_at.timestamp(), -1) for r in rows]
+    )
+    running, full_at = 0, None
+    for at, change in events:
+        running += change
+        if running >= concurrency:
+            full_at = at
+            break
+    last_start = max(r.started_at.timestamp() for r in rows)
+    if full_at is None or last_start <= full_at:
+        return float("nan")
+    finished = sum(1 for r in rows if full_at < r.finished_at.timestamp() <= last_start)
+    return finished / (last_start - full_at)
 
 
 def run_level(
@@ -246,8 +272,8 @@ def main() -> None:
         print(
             f"{'C':>4} {'procs':>5} {'episodes':>8} {'steps':>5} {'call_ms':>7} {'ep_s':>6} "
             f"{'eps':>7} "
-            f"{'ideal':>7} {'ratio':>6} {'llm%':>5} {'env%':>5} {'other%':>6} {'idle%':>5} "
-            f"{'ovh%':>5}"
+            f"{'ideal':>7} {'ratio':>6} {'steady':>6} {'llm%':>5} {'env%':>5} {'other%':>6} "
+            f"{'idle%':>5} {'ovh%':>5}"
             " | CPU ms/episode: workers, env, llm"
         )
         for level in [int(x) for x in args.levels.split(",")]:
@@ -267,7 +293,8 @@ def main() -> None:
                 f"{level:>4} {procs:>5} {result['episodes']:>8} {result['steps']:>5.1f} "
                 f"{result['call_ms']:>7.1f} {result['episode_s']:>6.2f} {result['eps']:>7.2f} "
                 f"{result['ideal']:>7.2f} "
-                f"{result['ratio']:>6.2f} {100 * result['llm_share']:>5.1f} "
+                f"{result['ratio']:>6.2f} {result['steady']:>6.2f} "
+                f"{100 * result['llm_share']:>5.1f} "
                 f"{100 * result['env_share']:>5.1f} {100 * result['other_share']:>6.1f} "
                 f"{100 * result['idle_share']:>5.1f} {100 * result['overhead_share']:>5.1f} | "
                 f"{result['cpu_workers_ms']:>7.1f} "

@@ -87,6 +87,11 @@ async def _withdraw(client: redis.Redis, key: str, channel: str) -> None:
     await asyncio.sleep(ANNOUNCEMENT_S)
 
 
+async def _endpoint(record: AnnouncedEndpoint) -> PolicyEndpoint | None:
+    raw = await record.raw()
+    return None if raw is None else PolicyEndpoint.from_json(raw)
+
+
 def _client_name(key: str) -> str:
     return key.replace(":", "-")
 
@@ -99,17 +104,17 @@ def test_announcements_apply_without_a_get_per_read(redis_url: str, names: tuple
     key, channel = names
 
     async def body(record: AnnouncedEndpoint, client: redis.Redis, _: Clock) -> None:
-        assert await record.raw() is None  # nothing published yet
+        assert await _endpoint(record) is None  # nothing published yet
         await _publish(client, V1, key, channel)
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+        assert await _endpoint(record) == V1
         gets = _count_gets(client)
         for _ in range(20):
-            assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+            assert await _endpoint(record) == V1
         assert _count_gets(client) == gets  # no announcement, no round trip
         await _publish(client, V2, key, channel)
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V2
+        assert await _endpoint(record) == V2
         await _withdraw(client, key, channel)
-        assert await record.raw() is None
+        assert await _endpoint(record) is None
 
     _run(redis_url, names, body)
 
@@ -121,15 +126,15 @@ def test_an_unannounced_change_is_read_once_the_record_is_max_age_old(
 
     async def body(record: AnnouncedEndpoint, client: redis.Redis, clock: Clock) -> None:
         client.set(key, V1.to_json())
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+        assert await _endpoint(record) == V1
         client.set(key, V2.to_json())  # no announcement: a hand-made SET
         clock.now += 59.0
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+        assert await _endpoint(record) == V1
         clock.now += 1.0
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V2
+        assert await _endpoint(record) == V2
         client.delete(key)  # a flushed Redis announces nothing either
         clock.now += 60.0
-        assert await record.raw() is None
+        assert await _endpoint(record) is None
 
     _run(redis_url, names, body)
 
@@ -141,7 +146,7 @@ def test_a_killed_subscription_is_replaced_by_the_next_read(
 
     async def body(record: AnnouncedEndpoint, client: redis.Redis, _: Clock) -> None:
         await _publish(client, V1, key, channel)
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+        assert await _endpoint(record) == V1
         subscriptions = [
             entry
             for entry in client.client_list(_type="pubsub")
@@ -156,10 +161,10 @@ def test_a_killed_subscription_is_replaced_by_the_next_read(
         assert not record.subscribed
         # Published while no subscription listens: only a fresh read can know it.
         await _publish(client, V2, key, channel)
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V2
+        assert await _endpoint(record) == V2
         assert record.subscribed
         await _publish(client, V1, key, channel)
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+        assert await _endpoint(record) == V1
 
     _run(redis_url, names, body)
 
@@ -176,10 +181,10 @@ def test_another_dbs_announcement_leaves_this_dbs_record(
 
     async def body(record: AnnouncedEndpoint, client: redis.Redis, _: Clock) -> None:
         await _publish(client, V1, key, channel)
-        assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+        assert await _endpoint(record) == V1
         try:
             await _publish(other, V2, key, channel)
-            assert PolicyEndpoint.from_json(await record.raw() or b"") == V1
+            assert await _endpoint(record) == V1
         finally:
             other.delete(key)
             other.close()

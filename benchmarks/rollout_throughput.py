@@ -194,18 +194,21 @@ def _cpu_s(pids: list[int]) -> float:
 def _run_batch(
     sessions, celery, settings: Settings, goal_ids: list[int], count: int
 ) -> list[uuid.UUID]:
-    """Enqueue ``count`` rollouts and wait until all are final."""
+    """Enqueue ``count`` rollouts and wait until all are final.
+
+    The poll counts final rollouts in the scratch database, where every earlier batch is
+    already final, instead of asking about this batch's ids: an ``IN`` over 1,280 ids
+    four times a second took a fifth of a core, from the two the pipeline is measured on.
+    """
     goals = [goal_ids[i % len(goal_ids)] for i in range(count)]
+    final = select(func.count()).where(Rollout.status.in_(["succeeded", "failed"]))
     with session_scope(sessions) as session:
+        before = session.scalar(final) or 0
         ids = enqueue_rollouts(session, celery, goal_ids=goals, settings=settings)
     deadline = time.monotonic() + 600
     while True:
         with session_scope(sessions) as session:
-            done = session.scalar(
-                select(func.count()).where(
-                    Rollout.id.in_(ids), Rollout.status.in_(["succeeded", "failed"])
-                )
-            )
+            done = (session.scalar(final) or 0) - before
         if done == len(ids):
             return ids
         if time.monotonic() > deadline:

@@ -67,7 +67,7 @@ async def require_token(
 WriteAuth = Depends(require_token)
 
 
-def require_gateway_key(
+async def require_gateway_key(
     rollout_id: uuid.UUID,
     number: int,
     settings: SettingsDep,

@@ -13,6 +13,7 @@ import redis
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 from helpers.api_rows import AUTH, TOKEN, Rows, recorded_calls
+from helpers.event_loop import api_routes, thread_pool_calls
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, text
 
@@ -201,3 +202,10 @@ def test_lost_database_connections_fail_one_call_then_recover(
     assert again.status_code == 200
     assert again.headers["x-wsrl-call-index"] == "1"
     assert [c.index for c in recorded_calls(db_engine, attempt_id)] == [0, 1]
+
+
+def test_gateway_route_runs_on_the_event_loop(api_app: FastAPI) -> None:
+    """What the fast path passes on to FastAPI (odd ids, bad auth) is not charged a thread
+    hop either: the route and its auth are coroutines."""
+    assert any(r.path.startswith("/v1/gateway") for r in api_routes(api_app.routes))
+    assert thread_pool_calls(api_app, "/v1/gateway") == []

@@ -199,6 +199,7 @@ def main() -> None:
     if args.state is None:
         tmp = tempfile.TemporaryDirectory(prefix="wsrl-bench-")
         args.state = Path(tmp.name)
+    args.state.mkdir(parents=True, exist_ok=True)
 
     source = args.data or f"generated catalog, {args.products} products"
     print(f"# env server over HTTP ({source})")

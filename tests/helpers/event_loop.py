@@ -38,7 +38,8 @@ def thread_pool_calls(app: FastAPI, path_prefix: str = "/") -> list[str]:
 
 def api_routes(routes: Sequence[Any]) -> Iterator[APIRoute]:
     """Every APIRoute, also inside included routers (FastAPI >= 0.16x keeps those as
-    wrappers holding the ``original_router``)."""
+    wrappers holding the ``original_router``). Paths are as the routers declare them
+    (with an ``APIRouter(prefix=...)``, without a prefix given to ``include_router``)."""
     for route in routes:
         if isinstance(route, APIRoute):
             yield route

@@ -1,4 +1,4 @@
-"""Every ```sql block of README.md runs through ``wsrl sql`` on a database with data."""
+"""Every ```sql block of docs/operations.md runs through ``wsrl sql`` on a database with data."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from app.config import Settings, get_settings
 from app.db import migrate
 from app.db.session import make_engine
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 SQL_BLOCK = re.compile(r"```sql\n(.*?)```", re.DOTALL)
 
 
-def readme_queries() -> list[str]:
-    return [block.strip() for block in SQL_BLOCK.findall(README.read_text())]
+def recipe_queries() -> list[str]:
+    return [block.strip() for block in SQL_BLOCK.findall(OPERATIONS.read_text())]
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +42,12 @@ def wsrl_on(recipes_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRun
     get_settings.cache_clear()
 
 
-def test_readme_has_sql_recipes() -> None:
-    assert len(readme_queries()) >= 6
+def test_operations_has_sql_recipes() -> None:
+    assert len(recipe_queries()) >= 6
 
 
-@pytest.mark.parametrize("query", readme_queries(), ids=lambda q: q.split("\n")[0][:40])
-def test_readme_sql_recipe_runs_read_only_and_returns_rows(wsrl_on: CliRunner, query: str) -> None:
+@pytest.mark.parametrize("query", recipe_queries(), ids=lambda q: q.split("\n")[0][:40])
+def test_sql_recipe_runs_read_only_and_returns_rows(wsrl_on: CliRunner, query: str) -> None:
     result = wsrl_on.invoke(cli, ["sql", query, "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)

@@ -24,9 +24,10 @@ $(VENV)/.installed: pyproject.toml
 test: setup  ## run the tests (Postgres/Redis from WSRL_TEST_DATABASE_URL / WSRL_TEST_REDIS_URL, else embedded)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-lint: setup  ## ruff lint + format check
+lint: setup  ## ruff lint + format check + the import layers (import-linter)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 fmt: setup  ## ruff format + autofix
 	$(VENV)/bin/ruff check --fix .

@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: float | None = Field(
         None,
         description="Seconds before Redis redelivers an unacknowledged task; unset = the "
-        "hard time limit + 60 s (see workers.celery_app.time_limits).",
+        "hard time limit + 60 s (see app.core.celery.time_limits).",
     )
     worker_concurrency: int = Field(8, description="Threads per `wsrl worker` process.")
     worker_heartbeat_s: float = Field(

@@ -41,11 +41,11 @@ sys.path.insert(0, str(REPO / "tests"))
 from helpers.processes import api_server, env_server, example_agent, scripted_llm  # noqa: E402
 
 from app.config import Settings, get_settings  # noqa: E402
+from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint  # noqa: E402
 from app.db import migrate  # noqa: E402
 from app.db.lifecycle import RolloutMode, RolloutStatus  # noqa: E402
 from app.db.models import Attempt, Goal, LlmCall, Rollout  # noqa: E402
 from app.db.session import session_scope  # noqa: E402
-from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint  # noqa: E402
 
 TOKEN = "bench-token"
 

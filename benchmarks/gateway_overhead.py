@@ -37,11 +37,11 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import make_url
 
 from app.config import get_settings
+from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 from app.db import migrate
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout
 from app.db.session import session_scope
-from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"

@@ -29,7 +29,7 @@ import time
 import httpx
 
 from app.config import Settings
-from workers.agent import HistoryStep, build_messages
+from app.core.agent import HistoryStep, build_messages
 from workers.llm import LLMClient
 
 RESULTS_OBS = "Instruction: [SEP] i need a red desk lamp [SEP] Back to Search [SEP] " + (

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from app.core.agent import parse_action
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
 from trainer.bootstrap import BootstrapConfig, bootstrap
@@ -38,7 +39,6 @@ from trainer.copy_pretraining import CopyTask
 from trainer.generation import GenerationRequest, generate_batch
 from trainer.inprocess_eval import evaluate
 from trainer.tiny_policy import TinySize
-from workers.agent import parse_action
 
 
 def random_baseline(env: WebShopEnv, goals: list[int], seed: int) -> tuple[float, float]:

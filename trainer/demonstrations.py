@@ -16,7 +16,7 @@ shows, and a policy trained on that learns to make titles up. Here the demonstra
 - on an item page clicks the instruction's option values in order, then buys; on a
   sub-page goes back.
 
-Each step becomes the messages :func:`workers.agent.build_messages` builds for it (with
+Each step becomes the messages :class:`app.core.agent.Episode` builds for it (with
 the policy's history length) and the action as the assistant reply, so the warm-started
 policy is trained on the very prompt layout it will see in rollouts.
 
@@ -38,11 +38,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.agent import DEFAULT_HISTORY_STEPS
 from app.webshop.agents import BUTTONS, goal_option_values
 from app.webshop.env import WebShopEnv
 from app.webshop.goals import Goal
+from trainer.play import LocalEpisode
 from trainer.samples import Sample
-from workers.agent import DEFAULT_HISTORY_STEPS, HistoryStep, build_messages
 
 # Where an instruction's product description ends: its options or its price limit.
 _DESCRIPTION_END = re.compile(r",? with |,? and price |,? price lower ")
@@ -94,26 +95,15 @@ def episode(
     env: WebShopEnv, goal_id: int, max_steps: int, history_steps: int = DEFAULT_HISTORY_STEPS
 ) -> list[Demonstration]:
     """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt."""
-    session = env.new_session(goal_id)
-    history: list[HistoryStep] = []
+    played = LocalEpisode(env, goal_id, history_steps)
     actions: list[str] = []
     demos: list[Demonstration] = []
-    for number in range(1, max_steps + 1):
-        available = session.available_actions()
-        action = fair_action(session.goal, available, actions)
-        messages = build_messages(
-            session.instruction_text,
-            session.observation(),
-            available,
-            history,
-            history_steps=history_steps,
-        )
-        demos.append(Demonstration(goal_id, messages, action))
-        result = session.step(action)
-        seen = result.observation if result.info.get("valid", True) else result.info["error"]
-        history.append(HistoryStep(number, action, seen or ""))
+    for _ in range(max_steps):
+        action = fair_action(played.session.goal, played.state.available_actions, actions)
+        demos.append(Demonstration(goal_id, played.messages(), action))
+        played.act(action)
         actions.append(action)
-        if result.done:
+        if played.done:
             break
     return demos
 

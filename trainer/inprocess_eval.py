@@ -1,29 +1,20 @@
 """Play a policy on WebShop goals in this process: many episodes stepped in lock-step.
 
-Every active episode's prompt is built and its reply applied by :mod:`trainer.inprocess_agent`
-(as in the Celery agent); all are sampled in one batch.
+Every active episode is a :class:`trainer.play.LocalEpisode` (the agent protocol, as in
+the Celery worker); all are sampled in one batch.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from app.core.agent import DEFAULT_HISTORY_STEPS
 from app.webshop.env import WebShopEnv
 from trainer.generation import GenerationRequest, generate_batch
-from trainer.inprocess_agent import apply_reply, prompt_ids
-from workers.agent import DEFAULT_HISTORY_STEPS, HistoryStep
-
-
-@dataclass
-class _Episode:
-    session: Any
-    history: list[HistoryStep] = field(default_factory=list)
-    reward: float = 0.0
-    done: bool = False
-    invalid: int = 0
+from trainer.play import LocalEpisode
 
 
 @dataclass
@@ -43,13 +34,6 @@ class EvalResult:
         return statistics.fmean(self.rewards) if self.rewards else 0.0
 
 
-def _advance(episode: _Episode, reply: str, number: int) -> None:
-    valid, episode.done, episode.reward = apply_reply(
-        episode.session, episode.history, reply, number
-    )
-    episode.invalid += not valid
-
-
 def evaluate(
     model: Any,
     tokenizer: Any,
@@ -65,7 +49,7 @@ def evaluate(
 ) -> EvalResult:
     """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
     prompts showing the last ``history_steps`` steps."""
-    episodes = [_Episode(env.new_session(g)) for g in goal_ids]
+    episodes = [LocalEpisode(env, g, history_steps) for g in goal_ids]
     steps = 0
     for number in range(1, max_steps + 1):
         active = [e for e in episodes if not e.done]
@@ -73,7 +57,7 @@ def evaluate(
             chunk = active[start : start + batch_size]
             requests = [
                 GenerationRequest(
-                    prompt_ids(e.session, e.history, tokenizer, history_steps),
+                    e.prompt_ids(tokenizer),
                     max_tokens,
                     temperature,
                     seed=seed * 100_003 + number * 1009 + i,
@@ -81,6 +65,6 @@ def evaluate(
                 for i, e in enumerate(chunk, start)
             ]
             for episode, out in zip(chunk, generate_batch(model, tokenizer, requests), strict=True):
-                _advance(episode, out.text, number)
+                episode.reply(out.text)
             steps += len(chunk)
     return EvalResult([e.reward for e in episodes], sum(e.invalid for e in episodes), steps)

@@ -18,6 +18,8 @@ from redis import Redis
 from sqlalchemy import Engine
 
 from app.config import Settings
+from app.core.celery import create_celery
+from app.core.endpoint import EndpointStatus
 from app.db.session import make_engine, make_sessionmaker
 from trainer.backends.local import LocalBackend
 from trainer.config import TrainerConfig
@@ -25,8 +27,6 @@ from trainer.loop import LoopOptions, TrainLoop
 from trainer.policy_server import PolicyServer, ServerHandle
 from trainer.publish import Publisher
 from trainer.scheduler import Scheduler
-from workers.celery_app import create_celery
-from workers.endpoint import EndpointStatus
 
 logger = logging.getLogger(__name__)
 

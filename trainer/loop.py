@@ -42,6 +42,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.endpoint import next_version, resume_version
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
@@ -49,7 +50,7 @@ from trainer import checkpoints
 from trainer.algorithms import rollout_advantages
 from trainer.batches import Selection
 from trainer.config import TrainerConfig
-from trainer.publish import Publisher, committed_step, next_version, resume_version
+from trainer.publish import Publisher, committed_step
 from trainer.ready_groups import load_ready_groups, record_train_step
 from trainer.samples import RolloutRecord, build_samples
 from trainer.scheduler import Scheduler

@@ -4,7 +4,7 @@ The trainer serves its own weights with :class:`trainer.policy_server.PolicyServ
 sync first publishes the new version as ``paused`` (workers wait instead of calling), then
 swaps a copy of the trained weights into the server (the server finishes the batch in
 flight first), then publishes ``serving``. Each publication is a ``policy_versions`` row
-plus the Redis record, written by :func:`app.api.services.policy.publish_policy`, so the
+plus the Redis record, written by :func:`app.core.endpoint.publish_policy`, so the
 API, ``wsrl status`` and the workers all agree on the version.
 """
 
@@ -18,40 +18,15 @@ from redis import Redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.api.services.policy import publish_policy
-from app.db.models import PolicyVersion, TrainStep
+from app.core.endpoint import EndpointStatus, PolicyEndpoint, publish_policy
+from app.db.models import TrainStep
 from app.db.session import session_scope
 from trainer.policy_server import PolicyServer
-from workers.endpoint import EndpointStatus, PolicyEndpoint
-
-
-def published_max_version(session: Session) -> int | None:
-    """The highest version ever recorded (by this trainer or anyone publishing one)."""
-    return session.scalar(select(func.max(PolicyVersion.version)))
 
 
 def committed_step(session: Session) -> int:
     """The last train step committed to Postgres (0 when none)."""
     return int(session.scalar(select(func.max(TrainStep.step))) or 0)
-
-
-def next_version(session: Session, current: int) -> int:
-    """The version a new update gets: above the current one and above any published one."""
-    published = published_max_version(session)
-    return max(current, -1 if published is None else published) + 1
-
-
-def resume_version(session: Session, checkpoint_version: int | None) -> int:
-    """The version to serve restored weights as, so that versions never go down.
-
-    The checkpoint's own version is reused when nothing newer was published (the same
-    weights, published again); otherwise, and for weights without a checkpoint, the
-    weights get a fresh version above everything published.
-    """
-    published = published_max_version(session)
-    if checkpoint_version is not None and (published is None or published <= checkpoint_version):
-        return checkpoint_version
-    return 0 if published is None else published + 1
 
 
 @dataclass

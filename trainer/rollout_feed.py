@@ -1,8 +1,9 @@
 """The Postgres/Celery side of training for the verl backend (its ``RolloutFeed``).
 
 The same rules as the local loop (:mod:`trainer.loop`): groups are enqueued through
-:func:`workers.enqueue.enqueue_rollouts`, selected by :func:`trainer.ready_groups.load_ready_groups`
-(complete, within the staleness bound, never trained) and recorded with
+:func:`app.core.enqueue.enqueue_rollouts`, selected by
+:func:`trainer.ready_groups.load_ready_groups` (complete, within the staleness bound,
+never trained) and recorded with
 :func:`trainer.loop.commit_step`, which marks every rollout of the used groups and retires
 the groups that can never be trained, in one transaction.
 """
@@ -13,13 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.config import Settings
+from app.core.celery import create_celery
+from app.core.enqueue import enqueue_rollouts
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.verl.feed import ReadyBatch
 from trainer.batches import Selection
 from trainer.loop import commit_step
 from trainer.ready_groups import load_ready_groups
-from workers.celery_app import create_celery
-from workers.enqueue import enqueue_rollouts
 
 
 class PostgresRolloutFeed:

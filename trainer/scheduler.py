@@ -21,9 +21,9 @@ from sqlalchemy import distinct, func, select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.enqueue import choose_goals, enqueue_rollouts
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
-from workers.enqueue import choose_goals, enqueue_rollouts
 
 logger = logging.getLogger(__name__)
 

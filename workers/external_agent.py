@@ -12,7 +12,7 @@ and, once it answers ``{done: true, steps: n}``, the outcome is read from the en
 (the agent's own claims are not trusted). ``llm.base_url`` is this attempt's LLM gateway
 route, so every call the agent makes is recorded with its token ids and policy version,
 exactly as the built-in agent's calls are; ``llm.api_key`` is this attempt's own gateway key
-(:mod:`app.gateway_keys`: it opens this attempt's gateway route only, never the API).
+(:mod:`app.core.gateway_keys`: it opens this attempt's gateway route only, never the API).
 
 Every way the agent can let the attempt down is an :class:`ExternalAgentError` with a
 reason that names it (timeout, HTTP status, malformed answer, no purchase, no gateway
@@ -35,11 +35,12 @@ import httpx
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.agent import EpisodeResult, StepRecord
+from app.core.env_client import EnvClient, EnvError
+from app.core.gateway_keys import attempt_key
+from app.core.llm import Sampling
 from app.db.models import LlmCall
-from app.gateway_keys import attempt_key
-from workers.agent import EpisodeRecorder, EpisodeResult, StepRecord
-from workers.env_client import EnvClient, EnvError
-from workers.llm import Sampling
+from workers.agent import EpisodeRecorder
 
 if TYPE_CHECKING:
     from workers.persistence import AttemptStart

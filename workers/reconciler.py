@@ -27,10 +27,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.core.enqueue import send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus, check_transition
 from app.db.models import Attempt, Rollout
 from app.db.session import session_scope
-from workers.enqueue import send_rollouts
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from redis import Redis
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.agent import NO_ACTION, StepRecord
+from app.core.llm import LLMCall, call_row
 from app.db.session import session_scope
 from app.db.types import without_nul
-from workers.agent import NO_ACTION, StepRecord
-from workers.llm import LLMCall
 from workers.log_queue import PublishQueue
 from workers.persistence import PendingRows, write_rows
 
@@ -60,23 +60,6 @@ def step_row(step: StepRecord) -> dict[str, Any]:
         "valid": step.valid,
         "latency_ms": step.latency_ms,
         "info": without_nul(info),
-    }
-
-
-def call_row(index: int, call: LLMCall) -> dict[str, Any]:
-    """An ``llm_calls`` row with the server's token ids, never a re-tokenisation."""
-    return {
-        "index": index,
-        "policy_version": call.policy_version,
-        "model": call.model,
-        "request_messages": without_nul(call.messages),
-        "response_text": without_nul(call.response_text),
-        "prompt_token_ids": call.prompt_token_ids,
-        "response_token_ids": call.response_token_ids,
-        "response_logprobs": call.response_logprobs,
-        "finish_reason": call.finish_reason,
-        "latency_ms": call.latency_ms,
-        "trainable": call.trainable,
     }
 
 

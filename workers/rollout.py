@@ -20,12 +20,12 @@ from typing import Any
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 
+from app.core.enqueue import SAMPLING_KEYS, on_commit, send_after_commit
+from app.core.env_client import EnvError
+from app.core.llm import LLMError, Sampling
 from app.db.session import session_scope
 from workers.agent import run_episode
-from workers.enqueue import SAMPLING_KEYS, on_commit, send_after_commit
-from workers.env_client import EnvError
 from workers.external_agent import ExternalAgentError, play_external_attempt
-from workers.llm import LLMError, Sampling
 from workers.persistence import (
     AttemptStart,
     AttemptSuperseded,

@@ -21,10 +21,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings, get_settings
+from app.core.celery import TimeLimits, time_limits
+from app.core.endpoint import EndpointResolver
+from app.core.env_client import EnvClient
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from workers.celery_app import TimeLimits, time_limits
-from workers.endpoint import EndpointResolver
-from workers.env_client import EnvClient
 from workers.llm import LLMClient
 from workers.log_queue import PublishQueue
 from workers.persistence import extend_deadlines

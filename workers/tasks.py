@@ -8,7 +8,8 @@ from typing import Any
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
-from workers.celery_app import ROLLOUT_TASK, WakingRequest
+from app.core.celery import ROLLOUT_TASK
+from workers.celery_app import WakingRequest
 from workers.rollout import execute_rollout
 from workers.runtime import close_runtime, get_runtime
 

@@ -21,8 +21,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.gateway_keys import gateway_credentials_ok
 from app.db.session import session_scope
-from app.gateway_keys import gateway_credentials_ok
 
 _bearer = HTTPBearer(auto_error=False, description="WSRL_API_TOKEN, required for writes.")
 
@@ -74,7 +74,7 @@ async def require_gateway_key(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
     """Gateway calls need the API token or the attempt's own key
-    (:func:`app.gateway_keys.attempt_key`), the one an external agent is given."""
+    (:func:`app.core.gateway_keys.attempt_key`), the one an external agent is given."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.metrics import ApiMetrics
 from app.api.routes.gateway import CHAT_ROUTE, MAX_INT32, answer_chat
-from app.gateway_keys import gateway_credentials_ok
+from app.core.gateway_keys import gateway_credentials_ok
 
 _CHAT = re.compile(
     r"/v1/gateway/rollouts/"

@@ -27,9 +27,9 @@ from app.api.services.gateway import Gateway
 from app.api.services.gateway_endpoint import AnnouncedEndpoint
 from app.api.services.gateway_store import CallStore, libpq_url
 from app.config import Settings
+from app.core.celery import create_celery
 from app.db.lifecycle import IllegalTransition
 from app.db.session import make_engine, make_sessionmaker
-from workers.celery_app import create_celery
 
 logger = logging.getLogger(__name__)
 

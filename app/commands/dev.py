@@ -201,10 +201,10 @@ def _start_children(
 def _monitor(supervisor, settings, started: float) -> None:
     """Print progress until a child exits (the trainer ending after --steps is normal)."""
     from app.db.session import make_engine, make_sessionmaker
-    from app.devprogress import Progress
+    from app.progress import TrainingProgress
 
     engine = make_engine(settings, pool_size=1)
-    progress = Progress(make_sessionmaker(engine), datetime.now().astimezone())
+    progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
     last = 0.0
     try:
         while True:

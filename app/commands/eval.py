@@ -75,10 +75,10 @@ def eval_command(
 ) -> None:
     """Run eval rollouts on the first LIMIT goals of SPLIT and print the score."""
     from app.config import ServicesNotRunningError, get_settings
+    from app.core.enqueue import EnqueueError
+    from app.core.env_client import EnvError
     from app.db.session import make_engine, make_sessionmaker
     from workers.celery_app import get_app
-    from workers.enqueue import EnqueueError
-    from workers.env_client import EnvError
 
     if (base_url is None) != (model is None):
         raise _fail("give --base-url and --model together")
@@ -115,13 +115,12 @@ def _enqueue(
     from redis import Redis
     from sqlalchemy import func, select
 
-    from app.api.services.policy import publish_policy
+    from app.core.endpoint import PolicyEndpoint, publish_policy
+    from app.core.enqueue import enqueue_rollouts, sync_goals
+    from app.core.env_client import EnvClient
     from app.db.lifecycle import RolloutMode
     from app.db.models import Goal, PolicyVersion
     from app.db.session import session_scope
-    from workers.endpoint import PolicyEndpoint
-    from workers.enqueue import enqueue_rollouts, sync_goals
-    from workers.env_client import EnvClient
 
     with session_scope(sessions) as session:
         with EnvClient.from_settings(settings) as env:

@@ -147,10 +147,10 @@ def _sync_goals(settings, split: str) -> None:
     """Load the env server's goals into Postgres when the split has none yet."""
     from sqlalchemy import select
 
+    from app.core.enqueue import sync_goals
+    from app.core.env_client import EnvClient, EnvError
     from app.db.models import Goal
     from app.db.session import make_engine, make_sessionmaker, session_scope
-    from workers.enqueue import sync_goals
-    from workers.env_client import EnvClient, EnvError
 
     engine = make_engine(settings)
     try:

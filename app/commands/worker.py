@@ -42,7 +42,8 @@ def worker(
     ] = 1,
 ) -> None:
     """Run a Celery worker for rollout jobs (wraps `celery worker`)."""
-    from workers.celery_app import QUEUES, get_app
+    from app.core.celery import QUEUES
+    from workers.celery_app import get_app
 
     unknown = set(queues.split(",")) - set(QUEUES)
     if unknown:
@@ -50,7 +51,7 @@ def worker(
     if processes > 1:
         import sys
 
-        from workers.supervisor import node_names, run_processes
+        from app.supervisor import node_names, run_processes
 
         base = [sys.executable, "-m", "app.cli", "worker", "--queues", queues, "--pool", pool]
         base += ["--loglevel", loglevel]
@@ -94,10 +95,10 @@ def enqueue(
     ] = None,
 ) -> None:
     """Create rollouts (COUNT goals x GROUP_SIZE samples) and queue their jobs."""
+    from app.core.enqueue import EnqueueError, enqueue_rollouts, sync_goals
+    from app.core.env_client import EnvClient, EnvError
     from app.db.session import make_engine, make_sessionmaker, session_scope
     from workers.celery_app import get_app
-    from workers.enqueue import EnqueueError, enqueue_rollouts, sync_goals
-    from workers.env_client import EnvClient, EnvError
 
     settings = get_settings()
     try:
@@ -174,14 +175,14 @@ def watch(
     """Follow the episode logs of all workers live, with a progress summary."""
     from redis import Redis
 
-    from workers.watch import Progress, follow, format_message
+    from app.progress import EpisodeTally, follow, format_message
 
     settings = get_settings()
     try:
         redis = Redis.from_url(settings.resolved_redis_url())
     except ServicesNotRunningError as exc:
         raise _fail(exc) from exc
-    progress = Progress()
+    progress = EpisodeTally()
     last_summary = time.monotonic()
     console.print(f"following {settings.logs_channel} (Ctrl-C stops)")
     try:

@@ -35,8 +35,8 @@ ABILITY = "agent"
 
 def first_prompt(instruction: str) -> list[dict[str, str]]:
     """The built-in agent's first messages: the search page, nothing done yet."""
+    from app.core.agent import build_messages
     from app.webshop import pages
-    from workers.agent import build_messages
 
     observation = pages.render(pages.search_page(instruction), "text")
     available = {"has_search_bar": True, "clickables": ["search"]}

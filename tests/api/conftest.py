@@ -20,10 +20,10 @@ from sqlalchemy import Engine
 
 from app.api.main import create_app
 from app.config import Settings
+from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 from app.db.lifecycle import RolloutStatus
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 
 
 @pytest.fixture(scope="session")

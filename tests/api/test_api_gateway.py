@@ -18,12 +18,12 @@ from sqlalchemy.orm import Session
 
 from app.api.main import create_app
 from app.config import Settings
+from app.core.endpoint import EndpointStatus, PolicyEndpoint, publish_endpoint
+from app.core.llm import token_capture_params
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.endpoint import EndpointStatus, PolicyEndpoint, publish_endpoint
-from workers.llm import token_capture_params
 
 MESSAGES = [
     {"role": "system", "content": "You are a shopping agent."},

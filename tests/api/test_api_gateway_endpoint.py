@@ -20,7 +20,7 @@ import redis
 import redis.asyncio
 
 from app.api.services.gateway_endpoint import AnnouncedEndpoint
-from workers.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
+from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
 
 T = TypeVar("T")
 # Time for the event loop to receive an announcement before the next read.

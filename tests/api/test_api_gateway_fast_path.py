@@ -20,11 +20,11 @@ from sqlalchemy import Engine, text
 from app.api.deps import require_gateway_key
 from app.api.routes.gateway import CHAT_ROUTE
 from app.api.services.gateway_store import APPLICATION_NAME
+from app.core.endpoint import PolicyEndpoint, publish_endpoint
+from app.core.gateway_keys import attempt_key
 from app.db.lifecycle import RolloutStatus
-from app.gateway_keys import attempt_key
 from app.scripted_llm import create_app as create_scripted_llm
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.endpoint import PolicyEndpoint, publish_endpoint
 
 BODY = {"messages": [{"role": "user", "content": "Find blue shoes under 50 dollars."}]}
 

@@ -22,8 +22,8 @@ from helpers.processes import (
 from helpers.stack import RolloutStack, isolated_settings
 
 from app.config import Settings
-from workers.celery_app import ROLLOUT_TASK
-from workers.endpoint import withdraw_endpoint
+from app.core.celery import ROLLOUT_TASK
+from app.core.endpoint import withdraw_endpoint
 
 pytestmark = pytest.mark.slow
 

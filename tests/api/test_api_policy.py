@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from app.api.main import create_app
 from app.config import Settings
+from app.core.endpoint import EndpointStatus, read_endpoint
 from app.db.models import PolicyVersion
-from workers.endpoint import EndpointStatus, read_endpoint
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.api.main import create_app
 from app.api.services.stats import queue_depths
 from app.config import Settings
+from app.core.celery import QUEUES
 from app.db.lifecycle import RolloutMode, RolloutStatus
-from workers.celery_app import QUEUES
 
 
 def test_stats_by_policy_version_and_throughput(client: TestClient, rows: Rows) -> None:

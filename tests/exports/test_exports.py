@@ -14,6 +14,7 @@ from helpers.trajectory_data import Dataset, insert_dataset
 from sqlalchemy import Engine, select
 
 from app.config import Settings
+from app.core.agent import SYSTEM_PROMPT_TEXT
 from app.db import migrate
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
@@ -21,7 +22,6 @@ from app.db.session import make_engine, session_scope
 from app.exports.goals import export_goals
 from app.exports.trajectories import TrajectoryFilter, export_trajectories
 from app.exports.writers import ExportFormat
-from workers.agent import SYSTEM_PROMPT_TEXT
 
 pq = pytest.importorskip("pyarrow.parquet")
 

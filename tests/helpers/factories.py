@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.core.llm import LLMCall
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Goal, Rollout
-from workers.llm import LLMCall
 
 
 def make_goal(session: Session, goal_id: int, *, split: str = "train", **fields: Any) -> Goal:

@@ -28,14 +28,14 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.core.celery import create_celery
+from app.core.enqueue import enqueue_rollouts, sync_goals
+from app.core.env_client import EnvClient
 from app.db import migrate
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from helpers.processes import ServiceProcess, celery_worker, env_server, scripted_llm
-from workers.celery_app import create_celery
-from workers.enqueue import enqueue_rollouts, sync_goals
-from workers.env_client import EnvClient
 from workers.reconciler import reconcile_once
 
 

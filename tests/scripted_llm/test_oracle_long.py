@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from app.core.agent import HistoryStep, build_messages
 from app.scripted_llm.app import Stats, make_policy
 from app.scripted_llm.prompt import parse_prompt
 from app.webshop.env import WebShopEnv
-from workers.agent import HistoryStep, build_messages
 
 FIXTURE_CATALOG = Path(__file__).resolve().parents[1] / "webshop" / "fixtures" / "catalog"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.core.agent import NO_ACTION, HistoryStep, build_messages
 from app.scripted_llm.prompt import PromptFormatError, parse_prompt
-from workers.agent import NO_ACTION, HistoryStep, build_messages
 
 RESULTS_OBS = (
     "Instruction: [SEP] a red lamp [SEP] Back to Search [SEP] Page 1 (Total results: 50) "

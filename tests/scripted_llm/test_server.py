@@ -8,9 +8,9 @@ import time
 import httpx
 import pytest
 
+from app.core.agent import TOOLS, build_messages, parse_action
 from app.scripted_llm import create_app, tokenizer
 from app.scripted_llm.faults import GARBAGE_REPLIES
-from workers.agent import TOOLS, build_messages, parse_action
 
 SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
 RESULTS_PAGE = {"has_search_bar": False, "clickables": ["back to search", "next >", "b000000007"]}

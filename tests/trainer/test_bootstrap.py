@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from app.core.agent import parse_action
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
 from trainer.bootstrap import BootstrapConfig, _drills, action_nll, bootstrap, cached_manifest
@@ -15,7 +16,6 @@ from trainer.inprocess_eval import evaluate
 from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
 from trainer.tiny_policy import TinySize, train_tokenizer
-from workers.agent import parse_action
 
 TINY = BootstrapConfig(
     seed=3,

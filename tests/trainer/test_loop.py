@@ -14,6 +14,8 @@ from helpers.training_rows import F, R, S, add_group, ensure_goal, finish_runnin
 from sqlalchemy import select
 
 from app.config import Settings
+from app.core.celery import create_celery
+from app.core.endpoint import ENDPOINT_CHANNEL, read_endpoint
 from app.db import migrate
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode
 from app.db.models import PolicyVersion, Rollout, TrainStep
@@ -23,8 +25,6 @@ from trainer.config import TrainerConfig
 from trainer.local_run import LocalTrainer, start_local_trainer
 from trainer.loop import LoopOptions, TrainLoop
 from trainer.scheduler import Scheduler
-from workers.celery_app import create_celery
-from workers.endpoint import ENDPOINT_CHANNEL, read_endpoint
 
 CONFIG = TrainerConfig(
     group_size=2, batch_groups=2, max_staleness=1, lr=1e-3, micro_batch_size=4, seed=0

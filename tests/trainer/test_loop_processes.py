@@ -13,6 +13,9 @@ from helpers.training_rows import S, add_group
 from sqlalchemy import func, select
 
 from app.config import Settings
+from app.core.endpoint import read_endpoint
+from app.core.enqueue import sync_goals
+from app.core.env_client import EnvClient
 from app.db import migrate
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout, TrainStep
@@ -22,9 +25,6 @@ from trainer.config import TrainerConfig
 from trainer.local_run import start_local_trainer
 from trainer.loop import LoopOptions
 from trainer.tiny_policy import TinySize, build_model, train_tokenizer
-from workers.endpoint import read_endpoint
-from workers.enqueue import sync_goals
-from workers.env_client import EnvClient
 
 pytestmark = pytest.mark.slow
 

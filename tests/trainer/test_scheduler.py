@@ -10,12 +10,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.core.celery import create_celery
 from app.db import migrate
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Goal, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.scheduler import Scheduler, outstanding_groups
-from workers.celery_app import create_celery
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers.factories import make_llm_call
 
-from workers.agent import (
+from app.core.agent import (
     TOOLS,
     AgentMode,
     HistoryStep,
@@ -16,7 +16,7 @@ from workers.agent import (
     parse_action,
     parse_tool_calls,
 )
-from workers.llm import LLMCall
+from app.core.llm import LLMCall
 
 
 @pytest.mark.parametrize(

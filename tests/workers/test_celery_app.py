@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.config import Settings
-from workers.celery_app import (
+from app.core.celery import (
     QUEUE_EVAL,
     QUEUE_ROLLOUTS,
     ROLLOUT_TASK,
@@ -12,6 +12,7 @@ from workers.celery_app import (
     restore_interval_s,
     time_limits,
 )
+from workers.celery_app import LoopWaker, worker_celery
 
 
 def _settings(**kwargs: object) -> Settings:
@@ -42,7 +43,13 @@ def test_create_celery_delivery_settings() -> None:
     assert options["visibility_timeout"] == 12
     assert options["unacked_restore_interval"] == 3 and options["unacked_restore_throttle"] == 1
     assert conf.task_routes[ROLLOUT_TASK]["queue"] == QUEUE_ROLLOUTS
-    assert conf.include == ["workers.tasks"]
+    assert not conf.include  # producers do not import the task module
+
+
+def test_the_worker_app_registers_the_rollout_task_and_the_waker() -> None:
+    celery = worker_celery(_settings())
+    assert celery.conf.include == ["workers.tasks"]
+    assert LoopWaker in celery.steps["worker"]
 
 
 def test_eval_rollouts_go_to_the_eval_queue() -> None:

@@ -10,10 +10,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from app.scripted_llm import create_app
-from app.webshop.server.runner import serve_in_thread
-from workers.agent import build_messages
-from workers.endpoint import (
+from app.core.agent import build_messages
+from app.core.endpoint import (
     EndpointResolver,
     EndpointStatus,
     EndpointUnavailable,
@@ -21,7 +19,10 @@ from workers.endpoint import (
     publish_endpoint,
     read_endpoint,
 )
-from workers.llm import LLMClient, LLMUnavailable
+from app.core.llm import LLMUnavailable
+from app.scripted_llm import create_app
+from app.webshop.server.runner import serve_in_thread
+from workers.llm import LLMClient
 
 MESSAGES = build_messages(
     "a lamp", "WebShop [SEP] Search", {"has_search_bar": True, "clickables": ["search"]}, []

@@ -15,11 +15,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.celery import QUEUE_EVAL, QUEUE_ROLLOUTS, ROLLOUT_TASK, create_celery
+from app.core.enqueue import EnqueueError, enqueue_rollouts, sync_goals
+from app.core.env_client import EnvClient, EnvError
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Goal, Rollout
-from workers.celery_app import QUEUE_EVAL, QUEUE_ROLLOUTS, ROLLOUT_TASK, create_celery
-from workers.enqueue import EnqueueError, enqueue_rollouts, sync_goals
-from workers.env_client import EnvClient, EnvError
 
 GOALS = range(910_000, 910_006)
 

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.core.env_client import EnvClient, EnvError
 from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.env_client import EnvClient, EnvError
 
 
 @pytest.fixture(scope="module")

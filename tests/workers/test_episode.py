@@ -11,14 +11,16 @@ import httpx
 import pytest
 from helpers.factories import make_llm_call
 
+from app.core.agent import AgentMode, EpisodeResult, StepRecord, build_messages
+from app.core.env_client import EnvClient, EnvError
+from app.core.llm import LLMCall, LLMUnavailable
 from app.scripted_llm import create_app as create_llm_app
 from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app as create_env_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.agent import AgentMode, EpisodeResult, StepRecord, build_messages, run_episode
-from workers.env_client import EnvClient, EnvError
-from workers.llm import LLMCall, LLMClient, LLMUnavailable
+from workers.agent import run_episode
+from workers.llm import LLMClient
 
 NUM_PRODUCTS = 120
 GOALS = [0, 1, 2, 7, 100, 300]
@@ -239,11 +241,13 @@ def test_episode_makes_one_env_request_per_step(env_server: RunningServer, llm: 
 def test_action_longer_than_the_env_accepts_is_an_invalid_step_without_env_call(
     env: EnvClient,
 ) -> None:
-    from workers.agent import TOO_LONG_ACTION, _take_step
+    from app.core.agent import TOO_LONG_ACTION, Episode
+    from workers.agent import _take_step
 
     session = env.create_session(0)
     call = make_llm_call(response_text="search[" + "lamp " * 1_000 + "]")
-    step = _take_step(env, session.session_id, 0, call, AgentMode.TEXT, "obs")
+    episode = Episode(session.instruction, "obs", session.available_actions)
+    step = _take_step(env, session.session_id, 0, call, episode)
     assert not step.valid and step.action is None
     assert step.error == TOO_LONG_ACTION and step.env_latency_ms == 0.0
     assert env.step(session.session_id, "search[lamp]").valid

@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from workers.http_pool import HttpError, HttpPool, HttpTimeout
+from app.core.http_pool import HttpError, HttpPool, HttpTimeout
 
 Handler = Callable[[socket.socket, int], None]
 

@@ -7,17 +7,17 @@ import socket
 import httpx
 import pytest
 
-from app.scripted_llm import create_app, tokenizer
-from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.agent import TOOLS, build_messages
-from workers.llm import (
+from app.core.agent import TOOLS, build_messages
+from app.core.llm import (
     LLMBadResponse,
-    LLMClient,
     LLMRequestRejected,
     LLMUnavailable,
     Sampling,
     parse_chat_response,
 )
+from app.scripted_llm import create_app, tokenizer
+from app.webshop.server.runner import RunningServer, serve_in_thread
+from workers.llm import LLMClient
 
 SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
 MESSAGES = build_messages("a red desk lamp", "WebShop [SEP] Search", SEARCH_PAGE, [])

@@ -278,8 +278,9 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
     db_session: Session, rollout: Rollout
 ) -> None:
     """PostgreSQL text/jsonb cannot hold NUL; a garbage reply must not fail the write."""
-    from workers.agent import StepRecord
-    from workers.recording import call_row, step_row
+    from app.core.agent import StepRecord
+    from app.core.llm import call_row
+    from workers.recording import step_row
 
     garbage = "\x00search[\x00lamp]"
     step = StepRecord(

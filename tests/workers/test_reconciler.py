@@ -13,10 +13,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.celery import QUEUE_ROLLOUTS, create_celery
+from app.core.enqueue import send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout
-from workers.celery_app import QUEUE_ROLLOUTS, create_celery
-from workers.enqueue import send_rollouts
 from workers.persistence import start_attempt
 from workers.reconciler import reconcile_rows
 

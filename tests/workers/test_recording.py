@@ -9,15 +9,9 @@ import redis
 from helpers.factories import make_llm_call
 
 from app.config import Settings
-from workers.agent import NO_ACTION, StepRecord
-from workers.llm import LLMCall
-from workers.recording import (
-    AttemptRecorder,
-    EpisodeBudgetExceeded,
-    LogPublisher,
-    call_row,
-    step_row,
-)
+from app.core.agent import NO_ACTION, StepRecord
+from app.core.llm import LLMCall, call_row
+from workers.recording import AttemptRecorder, EpisodeBudgetExceeded, LogPublisher, step_row
 
 
 def _step(action: str | None = "search[lamp]") -> StepRecord:

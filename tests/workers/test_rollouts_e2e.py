@@ -22,10 +22,10 @@ from helpers.processes import set_llm_fault
 from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import func, select
 
+from app.core.endpoint import ENDPOINT_KEY, EndpointStatus, PolicyEndpoint, publish_endpoint
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, LlmCall, Rollout, Step
 from app.db.session import session_scope
-from workers.endpoint import ENDPOINT_KEY, EndpointStatus, PolicyEndpoint, publish_endpoint
 
 pytestmark = pytest.mark.slow
 

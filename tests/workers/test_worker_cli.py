@@ -11,7 +11,7 @@ import pytest
 from helpers.processes import WSRL, child_env
 
 from app.config import Settings
-from workers.supervisor import node_names
+from app.supervisor import node_names
 
 pytestmark = pytest.mark.slow
 

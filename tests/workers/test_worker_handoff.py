@@ -19,10 +19,10 @@ import pytest
 from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import select
 
+from app.core.endpoint import ENDPOINT_KEY
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt
 from app.db.session import session_scope
-from workers.endpoint import ENDPOINT_KEY
 
 pytestmark = pytest.mark.slow
 

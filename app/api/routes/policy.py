@@ -10,9 +10,15 @@ from sqlalchemy import select
 
 from app.api.deps import RedisDep, SessionDep, SettingsDep, WriteAuth
 from app.api.schemas import PolicyEndpointIn, PolicyEndpointOut, PolicyVersionOut
-from app.api.services.policy import RetiredVersionError, publish_policy
+from app.core.endpoint import (
+    EndpointStatus,
+    PolicyEndpoint,
+    RetiredVersionError,
+    fallback_endpoint,
+    publish_policy,
+    read_endpoint,
+)
 from app.db.models import PolicyVersion
-from workers.endpoint import EndpointStatus, PolicyEndpoint, fallback_endpoint, read_endpoint
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 writes = APIRouter(prefix="/v1/policy", tags=["policy"], dependencies=[WriteAuth])

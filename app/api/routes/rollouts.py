@@ -19,9 +19,9 @@ from app.api.schemas import (
     RolloutPage,
     RolloutsCreated,
 )
+from app.core.enqueue import EnqueueError, enqueue_rollouts
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
-from workers.enqueue import EnqueueError, enqueue_rollouts
 
 router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
 writes = APIRouter(prefix="/v1/rollouts", tags=["rollouts"], dependencies=[WriteAuth])

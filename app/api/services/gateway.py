@@ -4,8 +4,9 @@ An external agent (``agent_url`` rollouts) points its OpenAI client at
 ``/v1/gateway/rollouts/{id}/attempts/{n}/v1`` and gets token capture for free: the
 gateway forwards each chat completion to the *current* policy endpoint (Redis, else the
 settings), asking for token ids and logprobs, returns the upstream answer byte for byte,
-and writes the call exactly as the built-in agent does (:func:`workers.llm.parse_chat_response`
-makes the :class:`~workers.llm.LLMCall`, :func:`workers.recording.call_row` the row) with
+and writes the call exactly as the built-in agent does
+(:func:`app.core.llm.parse_chat_response` makes the :class:`~app.core.llm.LLMCall`,
+:func:`app.core.llm.call_row` the row) with
 the serving policy version and the attempt's next call index, before the answer returns
 (an external agent's rollout counts the recorded calls once the agent is done).
 
@@ -34,10 +35,15 @@ from redis.exceptions import RedisError
 from app.api.services.gateway_endpoint import AnnouncedEndpoint
 from app.api.services.gateway_store import CallStore, StoreUnavailable
 from app.config import Settings
+from app.core.endpoint import PolicyEndpoint, fallback_endpoint
+from app.core.llm import (
+    LLMBadResponse,
+    LLMCall,
+    call_row,
+    parse_chat_response,
+    token_capture_params,
+)
 from app.db.lifecycle import AttemptStatus
-from workers.endpoint import PolicyEndpoint, fallback_endpoint
-from workers.llm import LLMBadResponse, LLMCall, parse_chat_response, token_capture_params
-from workers.recording import call_row
 
 logger = logging.getLogger(__name__)
 

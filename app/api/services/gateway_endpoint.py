@@ -1,8 +1,8 @@
 """The published policy endpoint as the gateway reads it: kept current by announcements.
 
-The trainer writes the endpoint record to :data:`~workers.endpoint.ENDPOINT_KEY` and
-announces it on :data:`~workers.endpoint.ENDPOINT_CHANNEL`
-(:func:`~workers.endpoint.publish_endpoint`; :func:`~workers.endpoint.withdraw_endpoint`
+The trainer writes the endpoint record to :data:`~app.core.endpoint.ENDPOINT_KEY` and
+announces it on :data:`~app.core.endpoint.ENDPOINT_CHANNEL`
+(:func:`~app.core.endpoint.publish_endpoint`; :func:`~app.core.endpoint.withdraw_endpoint`
 announces an empty record). A GET per call was 0.20 ms of the gateway's ~1 ms of its
 own per call (measured on ``gateway_external.py``: Redis 0.20 ms, the call's insert
 0.59 ms, parsing 0.07 ms), so the gateway subscribes to the announcements instead (a
@@ -34,7 +34,7 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from workers.endpoint import ENDPOINT_CHANNEL, ENDPOINT_KEY
+from app.core.endpoint import ENDPOINT_CHANNEL, ENDPOINT_KEY
 
 logger = logging.getLogger(__name__)
 

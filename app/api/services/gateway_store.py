@@ -65,7 +65,7 @@ ATTEMPT_BY_NUMBER = (
 )
 ATTEMPT_STATUS = "SELECT status FROM attempts WHERE id = %s::bigint"
 
-# The ``llm_calls`` columns of :func:`workers.recording.call_row`, besides the index.
+# The ``llm_calls`` columns of :func:`app.core.llm.call_row`, besides the index.
 CALL_COLUMNS = frozenset(
     {
         "policy_version",
@@ -143,7 +143,7 @@ class CallStore:
         return None if row is None else (int(row[0]), str(row[1]))
 
     async def insert_next_call(self, attempt_id: int, row: dict[str, Any]) -> int | None:
-        """Insert ``row`` (a :func:`workers.recording.call_row`) as the attempt's next call.
+        """Insert ``row`` (a :func:`app.core.llm.call_row`) as the attempt's next call.
 
         Returns its index; None when nothing was inserted: the attempt is not running, or
         a concurrent call took the index (:meth:`attempt_status` tells which).

@@ -14,9 +14,9 @@ from sqlalchemy import Integer, func, select
 from sqlalchemy.orm import Session
 
 from app.api.schemas import Stats, VersionStats
+from app.core.celery import QUEUES
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
-from workers.celery_app import QUEUES
 
 
 def queue_depths(redis: Redis, queues: tuple[str, ...] = QUEUES) -> dict[str, int]:

@@ -43,16 +43,21 @@ def make_feed(config: DictConfig) -> Any:
 
 
 def make_publisher() -> Any:
-    """Publishes endpoints to the Redis key + channel the workers read."""
+    """Publishes endpoints as every trainer does: a ``policy_versions`` row, then the Redis
+    key + channel the workers read (:func:`app.core.endpoint.publish_policy`)."""
     from redis import Redis
 
     from app.config import get_settings
-    from workers.endpoint import PolicyEndpoint, publish_endpoint
+    from app.core.endpoint import PolicyEndpoint, publish_policy
+    from app.db.session import make_engine, make_sessionmaker, session_scope
 
-    redis = Redis.from_url(get_settings().resolved_redis_url())
+    settings = get_settings()
+    redis = Redis.from_url(settings.resolved_redis_url())
+    sessions = make_sessionmaker(make_engine(settings))
 
     def publish(endpoint: PolicyEndpoint) -> None:
-        publish_endpoint(redis, endpoint)
+        with session_scope(sessions) as session:
+            publish_policy(session, redis, endpoint)
 
     return publish
 

@@ -39,10 +39,10 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
 from verl.trainer.ppo.reward import extract_reward
 from verl.utils.config import omega_conf_to_dataclass
 
+from app.core.endpoint import EndpointStatus, PolicyEndpoint
 from trainer.backends.verl.dataproto import build_dataproto
 from trainer.backends.verl.feed import ReadyBatch, RolloutFeed
 from trainer.samples import build_samples
-from workers.endpoint import EndpointStatus, PolicyEndpoint
 
 logger = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ import uuid
 import redis
 
 from app.config import Settings
+from app.progress import EpisodeTally, follow, format_message
 from workers.log_queue import PublishQueue
 from workers.recording import LogPublisher
-from workers.watch import Progress, follow, format_message
 
 
 def test_progress_counts_outcomes() -> None:
-    progress = Progress()
+    progress = EpisodeTally()
     base = {"rollout": "r1", "attempt": 1, "worker": "w"}
     progress.update({**base, "kind": "started"})
     progress.update({**base, "kind": "failed", "retry": True, "reason": "x"})

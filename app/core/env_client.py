@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import Settings
-from workers.http_pool import HttpError, HttpPool, HttpResponse, HttpTimeout
+from app.core.http_pool import HttpError, HttpPool, HttpResponse, HttpTimeout
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class EnvStep:
 
 
 class EnvClient:
-    """Thread-safe (one keep-alive connection pool, :mod:`workers.http_pool`); close it
+    """Thread-safe (one keep-alive connection pool, :mod:`app.core.http_pool`); close it
     when done."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:

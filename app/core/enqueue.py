@@ -24,11 +24,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app.config import Settings, get_settings
+from app.core.celery import ROLLOUT_TASK, queue_for_mode
+from app.core.env_client import EnvClient, EnvError
+from app.core.llm import Sampling
 from app.db.lifecycle import GoalSource, RolloutMode, RolloutStatus
 from app.db.models import Goal, Rollout
-from workers.celery_app import ROLLOUT_TASK, queue_for_mode
-from workers.env_client import EnvClient, EnvError
-from workers.llm import Sampling
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ def sync_goals(session: Session, env_client: EnvClient, *, split: str | None = N
     """Load the env server's goals (``GET /goals``) that the ``goals`` table lacks.
 
     Existing rows are kept as they are (goal ids are stable per catalog). Returns how many
-    goals were added. Raises :class:`~workers.env_client.EnvError` when the env server
+    goals were added. Raises :class:`~app.core.env_client.EnvError` when the env server
     cannot be read.
     """
     known = set(session.scalars(select(Goal.id)))

@@ -1,7 +1,9 @@
-"""Where the policy is served: one Redis key plus an announcement channel.
+"""Where the policy is served: a ``policy_versions`` row, one Redis key and an announcement.
 
-The trainer writes ``{base_url, model, version, status}`` to :data:`ENDPOINT_KEY` and
-publishes the same JSON on :data:`ENDPOINT_CHANNEL` (an empty message: withdrawn). Workers
+:func:`publish_policy` is the only publisher (the trainers, the API's ``PUT /v1/policy``
+and ``wsrl eval --publish`` all call it): it records the version in Postgres, then writes
+``{base_url, model, version, status}`` to :data:`ENDPOINT_KEY` and publishes the same JSON
+on :data:`ENDPOINT_CHANNEL` (an empty message: withdrawn). Versions only go up. Workers
 read the key once per LLM call (a single GET; the API's gateway follows the announcements
 instead, :mod:`app.api.services.gateway_endpoint`), so a new version is used from the next
 call on without a restart.
@@ -22,8 +24,12 @@ from typing import Any, cast
 
 from redis import Redis
 from redis.exceptions import RedisError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.db.lifecycle import PolicyVersionStatus, check_transition
+from app.db.models import PolicyVersion
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +84,86 @@ class PolicyEndpoint:
         return cls.from_dict(json.loads(raw))
 
 
+class RetiredVersionError(ValueError):
+    """Publishing a version that was superseded, or one below the highest recorded."""
+
+
+def published_max_version(session: Session) -> int | None:
+    """The highest version ever recorded (by a trainer or anyone publishing one)."""
+    return session.scalar(select(func.max(PolicyVersion.version)))
+
+
+def next_version(session: Session, current: int) -> int:
+    """The version a new update gets: above the current one and above any published one."""
+    published = published_max_version(session)
+    return max(current, -1 if published is None else published) + 1
+
+
+def resume_version(session: Session, checkpoint_version: int | None) -> int:
+    """The version to serve restored weights as, so that versions never go down.
+
+    The checkpoint's own version is reused when nothing newer was published (the same
+    weights, published again); otherwise, and for weights without a checkpoint, the
+    weights get a fresh version above everything published.
+    """
+    published = published_max_version(session)
+    if checkpoint_version is not None and (published is None or published <= checkpoint_version):
+        return checkpoint_version
+    return 0 if published is None else published + 1
+
+
+def publish_policy(
+    session: Session, redis: Redis, endpoint: PolicyEndpoint, *, checkpoint: str | None = None
+) -> PolicyVersion:
+    """Record ``endpoint`` as a policy version, then publish it; returns the row.
+
+    The row is written (and flushed, so constraint errors surface) before the Redis
+    record, so a version workers can see always has its row once the caller's transaction
+    commits. ``serving`` makes the version ``active`` and retires every other active one;
+    ``paused`` (weights syncing) creates the row as ``syncing`` and leaves an existing
+    row's status alone. A retired version, or a new one below the highest recorded, is
+    refused (:class:`RetiredVersionError`): versions only go up.
+    """
+    row = session.get(PolicyVersion, endpoint.version, with_for_update=True)
+    if row is not None and row.status == PolicyVersionStatus.RETIRED:
+        raise RetiredVersionError(
+            f"policy version {endpoint.version} is retired; publish a newer version"
+        )
+    if row is None:
+        highest = published_max_version(session)
+        if highest is not None and endpoint.version < highest:
+            raise RetiredVersionError(
+                f"policy version {endpoint.version} is below the highest recorded "
+                f"({highest}); versions only go up"
+            )
+        row = PolicyVersion(version=endpoint.version, status=PolicyVersionStatus.SYNCING)
+        session.add(row)
+    row.base_url = endpoint.base_url
+    row.model = endpoint.model
+    if checkpoint is not None:
+        row.checkpoint = checkpoint
+    if endpoint.status == EndpointStatus.SERVING:
+        _activate(session, row)
+    session.flush()
+    publish_endpoint(redis, endpoint)
+    return row
+
+
+def _activate(session: Session, row: PolicyVersion) -> None:
+    if row.status != PolicyVersionStatus.ACTIVE:
+        check_transition("policy_version", row.status, PolicyVersionStatus.ACTIVE)
+        row.status = PolicyVersionStatus.ACTIVE
+    others = session.scalars(
+        select(PolicyVersion).where(
+            PolicyVersion.status == PolicyVersionStatus.ACTIVE,
+            PolicyVersion.version != row.version,
+        )
+    ).all()
+    for other in others:
+        check_transition("policy_version", other.status, PolicyVersionStatus.RETIRED)
+        other.status = PolicyVersionStatus.RETIRED
+
+
 def publish_endpoint(
     redis: Redis,
     endpoint: PolicyEndpoint,
@@ -85,7 +171,9 @@ def publish_endpoint(
     key: str = ENDPOINT_KEY,
     channel: str = ENDPOINT_CHANNEL,
 ) -> int:
-    """Store the endpoint, then announce it; returns how many subscribers heard it.
+    """The Redis half of :func:`publish_policy`: store the record, then announce it;
+    returns how many subscribers heard it. Code outside tests publishes through
+    :func:`publish_policy`, which also records the version.
 
     The key is written first so that a subscriber reacting to the announcement reads the
     new record. The key is the truth; the announcement is only a hint.

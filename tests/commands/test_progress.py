@@ -14,7 +14,7 @@ from app.db import migrate
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from app.devprogress import Progress
+from app.progress import TrainingProgress
 from trainer.loop import merge_metrics
 
 
@@ -33,7 +33,7 @@ def sessions(
 
 
 def test_a_step_is_printed_once_with_its_phase_times(sessions: sessionmaker[Session]) -> None:
-    progress = Progress(sessions, since=datetime.now(UTC) - timedelta(minutes=1))
+    progress = TrainingProgress(sessions, since=datetime.now(UTC) - timedelta(minutes=1))
     with session_scope(sessions) as session:  # committed; times merged after the sync
         session.add(TrainStep(step=1, policy_version=1, metrics={"reward/mean": 0.5}))
     assert progress.new_step_lines() == []
@@ -57,7 +57,7 @@ def test_a_held_out_round_is_printed_once_when_all_its_episodes_finished(
     with session_scope(sessions) as session:  # a round from before `wsrl dev` started
         make_rollout(session, 94001, status=done, mode=RolloutMode.EVAL, reward=0.2,
                      policy_version_min=0, policy_version_max=0)  # fmt: skip
-    progress = Progress(sessions, since=datetime.now(UTC))
+    progress = TrainingProgress(sessions, since=datetime.now(UTC))
     with session_scope(sessions) as session:  # one round of two episodes, one still queued
         make_rollout(session, 94001, status=done, mode=RolloutMode.EVAL, reward=1.0,
                      success=True, policy_version_min=10, policy_version_max=11)  # fmt: skip

@@ -1,0 +1,11 @@
+"""The contracts every part of the pipeline shares; imports nothing of ours but settings
+and the database.
+
+* :mod:`app.core.endpoint`: where the policy is served, and its only publisher.
+* :mod:`app.core.celery`: the Celery app, queue and task names, time limits.
+* :mod:`app.core.enqueue`: goals in Postgres, and enqueueing rollouts.
+* :mod:`app.core.agent`: the agent protocol (prompt, reply grammar, one episode's state).
+* :mod:`app.core.llm`: the LLM wire contract (sampling, parsing, the recorded call).
+* :mod:`app.core.env_client` / :mod:`app.core.http_pool`: the env server's HTTP client.
+* :mod:`app.core.gateway_keys`: per-attempt keys of the LLM gateway.
+"""

@@ -1,0 +1,362 @@
+"""The agent protocol: the prompt of a step, the grammar of a reply, one episode's state.
+
+Each step is a fresh prompt (system + one user message) carrying the instruction, the
+current page, its available actions and the last k steps, the layout verl-agent uses for
+WebShop. Every player builds it here: the Celery worker (:mod:`workers.agent`), the
+in-process evaluation and the demonstrations of the bootstrap (:mod:`trainer`), through
+:class:`Episode`, so all of them play exactly the same game. The scripted LLM server
+(``app/scripted_llm``) reads this layout back; ``tests/scripted_llm/test_prompt.py`` keeps
+the two in step.
+
+Text mode parses ``search[...]`` / ``click[...]`` from the reply (the last one, after
+removing ``<think>`` blocks); tool mode offers ``search``, ``click`` and ``buy`` tools.
+A reply without a usable action is a step with ``valid=False`` and no env call; the
+episode goes on. ``max_steps`` without buying ends it with reward 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from app.core.llm import LLMCall
+
+DEFAULT_HISTORY_STEPS = 4
+HISTORY_OBSERVATION_CHARS = 200
+LOG_OBSERVATION_CHARS = 80
+NO_ACTION = "(no action)"
+INVALID_REPLY_OBSERVATION = "Invalid reply: it contained no search[...] or click[...] action."
+# The env server refuses longer actions with a 422; the agent makes them invalid steps
+# instead, so a runaway reply costs a step, not the attempt.
+MAX_ACTION_CHARS = 2_000
+TOO_LONG_ACTION = f"Invalid reply: the action is longer than {MAX_ACTION_CHARS} characters."
+
+
+class AgentMode(StrEnum):
+    TEXT = "text"
+    TOOLS = "tools"
+
+
+SYSTEM_PROMPT_TEXT = """\
+You are a shopping agent in the WebShop online store. Buy the product that best matches \
+the instruction, with the requested options, within the price limit.
+Each turn shows the instruction, your previous steps, the current page and its available \
+actions. Reply with exactly one action:
+- search[<keywords>] searches the store (only when search[<keywords>] is listed).
+- click[<element>] clicks one listed element, written exactly as listed: a product id \
+opens it, an option value selects it, click[buy now] buys the open product and ends the \
+episode.
+You may think first, but end your reply with the action."""
+
+SYSTEM_PROMPT_TOOLS = """\
+You are a shopping agent in the WebShop online store. Buy the product that best matches \
+the instruction, with the requested options, within the price limit.
+Each turn shows the instruction, your previous steps, the current page and its available \
+actions. Call exactly one tool per turn: search (only when search[<keywords>] is listed), \
+click (an element written exactly as listed: a product id opens it, an option value \
+selects it) or buy (buys the open product and ends the episode)."""
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the store; only on a page with a search bar.",
+            "parameters": {
+                "type": "object",
+                "properties": {"keywords": {"type": "string", "description": "Search text."}},
+                "required": ["keywords"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "click",
+            "description": "Click one of the available elements, exactly as listed.",
+            "parameters": {
+                "type": "object",
+                "properties": {"element": {"type": "string", "description": "The element."}},
+                "required": ["element"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "buy",
+            "description": "Buy the open product with the selected options; ends the episode.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+]
+
+
+@dataclass(frozen=True)
+class HistoryStep:
+    """One earlier step as the prompt shows it (number is 1-based)."""
+
+    number: int
+    action: str
+    observation: str
+
+
+@dataclass
+class StepRecord:
+    """One agent step (a ``steps`` row). ``index`` is 0-based; logs show index + 1."""
+
+    index: int
+    action: str | None
+    reply: str
+    observation: str
+    reward: float
+    done: bool
+    valid: bool
+    info: dict[str, Any]
+    error: str | None
+    llm_latency_ms: float
+    env_latency_ms: float
+    policy_version: int
+    # The page's actions after the step, as the env's step answer carried them (not a row).
+    available_actions: dict[str, Any] | None = None
+
+    @property
+    def latency_ms(self) -> float:
+        return self.llm_latency_ms + self.env_latency_ms
+
+
+@dataclass
+class EpisodeResult:
+    goal_id: int
+    session_id: str
+    instruction: str
+    reward: float
+    done: bool
+    end_reason: str  # "bought" | "max_steps"
+    num_steps: int
+    num_invalid: int
+    num_llm_calls: int
+    num_trainable_calls: int
+    policy_versions: tuple[int, int] | None
+    reward_parts: dict[str, Any] | None
+    duration_s: float
+    steps: list[StepRecord] = field(default_factory=list, repr=False)
+
+    @property
+    def success(self) -> bool:
+        return self.reward == 1.0
+
+
+# --- prompt ------------------------------------------------------------------------------
+
+
+# Text-mode pages open with the instruction ("WebShop [SEP] Instruction: [SEP] ... [SEP]");
+# the prompt already shows it once, so each page drops it: shorter prompts, and a history
+# line that shows what the step changed instead of the instruction again.
+_INSTRUCTION_ECHO = re.compile(r"^(?:WebShop \[SEP\] )?Instruction: \[SEP\] [^\n]*? \[SEP\] ")
+
+
+def page_text(observation: str) -> str:
+    """The observation without its leading instruction echo (other formats unchanged)."""
+    return _INSTRUCTION_ECHO.sub("", observation, count=1)
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def format_available_actions(available_actions: dict[str, Any]) -> list[str]:
+    lines = ["search[<keywords>]"] if available_actions.get("has_search_bar") else []
+    lines += [f"click[{c}]" for c in available_actions.get("clickables", []) if c != "search"]
+    return lines
+
+
+def build_messages(
+    instruction: str,
+    observation: str,
+    available_actions: dict[str, Any],
+    history: Sequence[HistoryStep],
+    *,
+    history_steps: int = DEFAULT_HISTORY_STEPS,
+    mode: AgentMode | str = AgentMode.TEXT,
+) -> list[dict[str, str]]:
+    """The chat messages of one step: system (grammar) + user (task and state).
+
+    ``history`` is the whole episode so far; only its last ``history_steps`` entries are
+    shown, each observation cut to one short line.
+    """
+    shown = list(history)[-history_steps:] if history_steps > 0 else []
+    if shown:
+        header = f"Previous steps (the last {len(shown)} of {len(history)}):"
+        past = [header]
+        for step in shown:
+            past.append(f"Step {step.number}: {step.action}")
+            seen = one_line(page_text(step.observation), HISTORY_OBSERVATION_CHARS)
+            past.append(f"Observation: {seen}")
+    else:
+        past = ["Previous steps: none, this is the first step."]
+    actions = format_available_actions(available_actions) or ["none"]
+    user = "\n".join(
+        [
+            f"Instruction: {one_line(instruction, 2000)}",
+            "",
+            *past,
+            "",
+            "Current observation:",
+            page_text(observation),
+            "",
+            "Available actions:",
+            *actions,
+        ]
+    )
+    system = SYSTEM_PROMPT_TOOLS if AgentMode(mode) == AgentMode.TOOLS else SYSTEM_PROMPT_TEXT
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+# --- parsing replies -----------------------------------------------------------------------
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+# The argument may hold one level of brackets, e.g. click[size 6.5 [us]].
+_ACTION = re.compile(
+    r"\b(search|click)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]",
+    re.IGNORECASE,
+)
+
+
+def strip_think(text: str) -> str:
+    """The reply without reasoning: closed ``<think>`` blocks, a leading block whose
+    opening tag sat in the prompt (only ``</think>`` present), and an unclosed block."""
+    text = _THINK_BLOCK.sub(" ", text)
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text
+
+
+def parse_action(text: str) -> str | None:
+    """The last well-formed ``search[...]`` / ``click[...]`` outside think blocks.
+
+    The verb is lowercased, the argument stripped; an empty argument is not an action.
+    """
+    for match in reversed(list(_ACTION.finditer(strip_think(text or "")))):
+        argument = match.group(2).strip()
+        if argument:
+            return f"{match.group(1).lower()}[{argument}]"
+    return None
+
+
+def parse_tool_calls(tool_calls: Sequence[dict[str, Any]]) -> str | None:
+    """The first tool call that is a well-formed search/click/buy, as an action string."""
+    for call in tool_calls:
+        function = call.get("function") or {}
+        name = function.get("name")
+        try:
+            args = json.loads(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(args, dict):
+            continue
+        if name == "buy":
+            return "click[buy now]"
+        key = {"search": "keywords", "click": "element"}.get(name or "")
+        value = args.get(key) if key else None
+        if isinstance(value, str) and value.strip():
+            return f"{name}[{value.strip()}]"
+    return None
+
+
+def action_from_call(call: LLMCall, mode: AgentMode | str = AgentMode.TEXT) -> str | None:
+    """The action of a reply: tool calls first in tool mode, else the text."""
+    if AgentMode(mode) == AgentMode.TOOLS and call.tool_calls:
+        action = parse_tool_calls(call.tool_calls)
+        if action is not None:
+            return action
+    return parse_action(call.response_text)
+
+
+def reply_summary(call: LLMCall) -> str:
+    """The reply as a step records it: the text, then the tool calls."""
+    if call.tool_calls:
+        calls = "; ".join(
+            f"{c['function']['name']}({c['function']['arguments']})" for c in call.tool_calls
+        )
+        return f"{call.response_text}\n[tool calls] {calls}".strip()
+    return call.response_text
+
+
+# --- one episode's state -------------------------------------------------------------------
+
+
+@dataclass
+class Episode:
+    """The agent's side of one episode, whatever plays it and whatever steps the env.
+
+    :meth:`messages` is the prompt of the current page; :meth:`action` reads the action of
+    a reply (``None`` with the reason when it has none usable: an invalid step with no env
+    call); :meth:`record` appends the step to the history the next prompts show. The
+    worker plays it against the env server over HTTP, the trainer against an in-process
+    :class:`app.webshop.env.WebShopEnv`; both call the same three methods.
+    """
+
+    instruction: str
+    observation: str
+    available_actions: dict[str, Any]
+    history_steps: int = DEFAULT_HISTORY_STEPS
+    mode: AgentMode = AgentMode.TEXT
+    history: list[HistoryStep] = field(default_factory=list)
+
+    @property
+    def number(self) -> int:
+        """The 1-based number of the next step."""
+        return len(self.history) + 1
+
+    def messages(self) -> list[dict[str, str]]:
+        return build_messages(
+            self.instruction,
+            self.observation,
+            self.available_actions,
+            self.history,
+            history_steps=self.history_steps,
+            mode=self.mode,
+        )
+
+    def action(self, reply: LLMCall | str) -> tuple[str | None, str | None]:
+        """(action, None), or (None, why the reply is an invalid step)."""
+        if isinstance(reply, str):
+            action = parse_action(reply)
+        else:
+            action = action_from_call(reply, self.mode)
+        if action is None:
+            return None, INVALID_REPLY_OBSERVATION
+        if len(action) > MAX_ACTION_CHARS:
+            return None, TOO_LONG_ACTION
+        return action, None
+
+    def record(
+        self,
+        action: str | None,
+        *,
+        valid: bool,
+        seen: str,
+        observation: str | None = None,
+        available_actions: dict[str, Any] | None = None,
+    ) -> None:
+        """Append a step: ``seen`` is what the history shows of it (the new page, or the
+        error of an invalid step). The page after it becomes current, and so do its
+        actions when the step was valid."""
+        self.history.append(HistoryStep(self.number, action or NO_ACTION, seen))
+        if observation is not None:
+            self.observation = observation
+        if valid and available_actions is not None:
+            self.available_actions = available_actions

@@ -1,0 +1,67 @@
+"""The agent protocol played in this process, on an in-process WebShop session.
+
+The in-process evaluation and the bootstrap's demonstrations step
+:class:`app.webshop.env.WebShopEnv` sessions directly (no HTTP) but prompt and parse
+exactly as the Celery worker does: both go through :class:`app.core.agent.Episode`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.core.agent import DEFAULT_HISTORY_STEPS, Episode
+from app.webshop.env import WebShopEnv
+
+
+class LocalEpisode:
+    """One episode on an in-process session; the session is the truth about the page."""
+
+    def __init__(
+        self, env: WebShopEnv, goal_id: int, history_steps: int = DEFAULT_HISTORY_STEPS
+    ) -> None:
+        self.session = env.new_session(goal_id)
+        self.state = Episode(
+            self.session.instruction_text,
+            self.session.observation(),
+            self.session.available_actions(),
+            history_steps=history_steps,
+        )
+        self.reward = 0.0
+        self.done = False
+        self.invalid = 0
+
+    def messages(self) -> list[dict[str, str]]:
+        return self.state.messages()
+
+    def prompt_ids(self, tokenizer: Any) -> list[int]:
+        """The chat-templated prompt of the current page, assistant turn opened."""
+        encoded = tokenizer.apply_chat_template(
+            self.messages(), add_generation_prompt=True, return_dict=True
+        )
+        return list(encoded["input_ids"])
+
+    def reply(self, text: str) -> bool:
+        """Play a policy reply (an invalid step when it holds no action); True if valid."""
+        action, invalid = self.state.action(text)
+        if action is None:
+            self.state.record(None, valid=False, seen=invalid or "")
+            self.invalid += 1
+            return False
+        return self.act(action)
+
+    def act(self, action: str) -> bool:
+        """Step the session with ``action``; True if the env took it."""
+        result = self.session.step(action)
+        valid = bool(result.info.get("valid", True))
+        seen = result.observation if valid else (result.info.get("error") or "")
+        self.state.record(
+            action,
+            valid=valid,
+            seen=seen,
+            observation=self.session.observation(),
+            available_actions=self.session.available_actions(),
+        )
+        self.invalid += not valid
+        if result.done:
+            self.done, self.reward = True, result.reward
+        return valid

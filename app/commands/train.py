@@ -10,6 +10,7 @@ the last committed checkpoint under ``<data_dir>/trainer/checkpoints``.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def train(
     model_path = ensure_tiny_policy(settings.data_dir) if model == TINY else Path(model)
     if not (model_path / "config.json").is_file():
         raise _fail(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
+    _check_bootstrap_settings(settings, model_path)
     _run(
         settings,
         model_path,
@@ -132,6 +134,24 @@ def train(
         poll=poll,
         checkpoint_dir=checkpoint_dir,
     )
+
+
+def _check_bootstrap_settings(settings, model_path: Path) -> None:
+    """A bootstrapped policy was trained on prompts with a set history length: the workers
+    must prompt it the same way."""
+    from app.core.agent import AgentSettingsMismatch, check_agent_settings
+    from trainer.bootstrap import MANIFEST
+
+    manifest = model_path / MANIFEST
+    if not manifest.is_file():
+        return
+    history = json.loads(manifest.read_text()).get("history_steps")
+    try:
+        check_agent_settings(
+            settings, f"the policy's bootstrap ({manifest})", history_steps=history, mode="text"
+        )
+    except AgentSettingsMismatch as exc:
+        raise _fail(exc) from exc
 
 
 def _run_verl(config_name: str, overrides: list[str]) -> None:

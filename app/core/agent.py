@@ -360,3 +360,43 @@ class Episode:
             self.observation = observation
         if valid and available_actions is not None:
             self.available_actions = available_actions
+
+
+# --- one source of the agent's settings ----------------------------------------------------
+
+
+class AgentSettingsMismatch(ValueError):
+    """A trainer expects the agent to play differently from how the workers' settings say."""
+
+
+def check_agent_settings(
+    settings: Any,
+    source: str,
+    *,
+    max_steps: int | None = None,
+    mode: str | None = None,
+    history_steps: int | None = None,
+) -> None:
+    """Raise :class:`AgentSettingsMismatch` when what ``source`` (a trainer's config or a
+    policy's bootstrap) expects differs from the settings the workers play with.
+
+    The workers' settings (``WSRL_MAX_STEPS``, ``WSRL_AGENT_MODE``,
+    ``WSRL_AGENT_HISTORY_STEPS``) are the one source; a trainer checks its own values
+    against them at start-up instead of keeping a second copy in step by hand.
+    """
+    expected = {
+        "WSRL_MAX_STEPS": (max_steps, settings.max_steps),
+        "WSRL_AGENT_MODE": (mode, settings.agent_mode),
+        "WSRL_AGENT_HISTORY_STEPS": (history_steps, settings.agent_history_steps),
+    }
+    wrong = [
+        f"{name}={theirs} but {source} expects {ours}"
+        for name, (ours, theirs) in expected.items()
+        if ours is not None and str(ours) != str(theirs)
+    ]
+    if wrong:
+        raise AgentSettingsMismatch(
+            "the workers would play differently from what the trainer expects: "
+            + "; ".join(wrong)
+            + ". Set these variables for the workers and the trainer alike (.env)."
+        )

@@ -7,7 +7,6 @@ must see are committed through ``db_engine`` with ids unique to each test.
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Iterator
 
@@ -15,7 +14,7 @@ import pytest
 import redis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from helpers.api_rows import TOKEN, Rows
+from helpers.api_rows import TOKEN, Rows, fresh_version
 from sqlalchemy import Engine
 
 from app.api.main import create_app
@@ -79,9 +78,12 @@ def scripted_llm() -> Iterator[RunningServer]:
 
 
 @pytest.fixture
-def version(scripted_llm: RunningServer, redis_client: redis.Redis, no_endpoint: None) -> int:
-    """The scripted server published as a fresh policy version."""
-    number = random.randint(1_000_000, 1_000_000_000)
+def version(
+    scripted_llm: RunningServer, redis_client: redis.Redis, no_endpoint: None, db_engine: Engine
+) -> int:
+    """The scripted server published as a fresh policy version, above every recorded one
+    (versions only go up)."""
+    number = fresh_version(db_engine)
     publish_endpoint(redis_client, PolicyEndpoint(f"{scripted_llm.url}/v1", "policy", number))
     return number
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 
 import pytest
 import redis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from helpers.api_rows import AUTH
+from helpers.api_rows import AUTH, fresh_version
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -20,9 +19,10 @@ from app.db.models import PolicyVersion
 
 
 @pytest.fixture
-def version() -> int:
-    """A version number no other test uses (the session shares one database)."""
-    return random.randint(1_000_000, 1_000_000_000)
+def version(db_engine: Engine) -> int:
+    """A version number no other test uses (the session shares one database), above every
+    recorded one (versions only go up)."""
+    return fresh_version(db_engine)
 
 
 def _row(engine: Engine, version: int) -> PolicyVersion | None:
@@ -95,6 +95,18 @@ def test_put_newer_version_retires_older_and_old_is_409(
     assert response.status_code == 409
     assert "retired" in response.json()["detail"]
     assert client.get("/v1/policy").json()["version"] == version + 1
+
+
+def test_put_a_new_version_below_the_highest_recorded_is_409(
+    client: TestClient, db_engine: Engine, no_endpoint: None, version: int
+) -> None:
+    base = {"base_url": "http://127.0.0.1:8001/v1", "model": "m"}
+    assert client.put("/v1/policy", json={**base, "version": version + 5}, headers=AUTH).is_success
+    response = client.put("/v1/policy", json={**base, "version": version + 2}, headers=AUTH)
+    assert response.status_code == 409
+    assert "versions only go up" in response.json()["detail"]
+    assert _row(db_engine, version + 2) is None
+    assert client.get("/v1/policy").json()["version"] == version + 5
 
 
 def test_put_paused_then_serving(

@@ -1,4 +1,4 @@
-"""docker-compose.yml, .env.example, the README and the slim image's requirements agree.
+"""docker-compose.yml, .env.example, docs/operations.md and the slim image's requirements agree.
 
 No Docker engine is needed: the compose file is parsed with PyYAML and checked for what
 ``docker compose`` would otherwise only reveal at start-up (a service that starts before
@@ -23,7 +23,7 @@ from app.cli import cli
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
-README = ROOT / "README.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::?[-?][^}]*)?\}")
 HEALTHY = ("service_healthy", "service_completed_successfully")
 
@@ -152,13 +152,13 @@ def test_every_compose_variable_is_in_env_example() -> None:
     assert not missing, f"add to .env.example: {sorted(missing)}"
 
 
-def test_every_compose_variable_is_documented_in_the_readme() -> None:
-    text = README.read_text()
+def test_every_compose_variable_is_documented_in_operations() -> None:
+    text = OPERATIONS.read_text()
     assert "## Docker Compose variables" in text
     section = text.split("## Docker Compose variables", 1)[1].split("\n## ", 1)[0]
     rows = {m.group(1) for m in re.finditer(r"^\|\s*`([A-Z_][A-Z0-9_]*)`", section, re.M)}
     missing = (_compose_variables() | set(_env_example())) - rows
-    assert not missing, f"document in README.md, section 'Docker Compose variables': {missing}"
+    assert not missing, f"document in docs/operations.md, section 'Docker Compose variables': {missing}"
 
 
 def test_train_config_default_names_a_verl_config() -> None:

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
-from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
+from app.db.models import Attempt, Goal, LlmCall, PolicyVersion, Rollout, Step
 from app.db.session import session_scope
 
 TOKEN = "api-test-token"
@@ -104,3 +104,10 @@ def recorded_calls(engine: Engine, attempt_id: int) -> list[LlmCall]:
     with Session(engine) as session:
         query = select(LlmCall).where(LlmCall.attempt_id == attempt_id).order_by(LlmCall.index)
         return list(session.scalars(query))
+
+
+def fresh_version(engine: Engine) -> int:
+    """A policy version above every recorded one (the session shares one database)."""
+    with engine.connect() as connection:
+        highest = connection.scalar(select(func.max(PolicyVersion.version))) or 1_000_000
+    return highest + random.randint(1, 1_000)

@@ -176,3 +176,28 @@ def test_build_messages_is_pure() -> None:
     first = build_messages("i", "p", ITEM_PAGE, history)
     assert build_messages("i", "p", ITEM_PAGE, history) == first
     assert history == [HistoryStep(1, "search[a]", "o")]
+
+
+# --- one source of the agent's settings ---------------------------------------------------
+
+
+def test_agent_settings_that_agree_pass() -> None:
+    from app.config import Settings
+    from app.core.agent import check_agent_settings
+
+    settings = Settings(max_steps=15, agent_mode="tools", agent_history_steps=1)
+    check_agent_settings(settings, "x", max_steps=15, mode="tools", history_steps=1)
+    check_agent_settings(settings, "x")  # nothing expected, nothing checked
+
+
+def test_agent_settings_that_differ_name_each_variable() -> None:
+    import pytest
+
+    from app.config import Settings
+    from app.core.agent import AgentSettingsMismatch, check_agent_settings
+
+    settings = Settings(max_steps=15, agent_mode="text", agent_history_steps=4)
+    with pytest.raises(AgentSettingsMismatch) as caught:
+        check_agent_settings(settings, "the bootstrap", history_steps=1, mode="text")
+    assert "WSRL_AGENT_HISTORY_STEPS=4 but the bootstrap expects 1" in str(caught.value)
+    assert "WSRL_AGENT_MODE" not in str(caught.value)

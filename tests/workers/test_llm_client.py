@@ -183,6 +183,15 @@ def test_parse_vllm_response_is_trainable() -> None:
     assert (call.policy_version, call.model, call.latency_ms) == (7, "qwen", 12.0)
 
 
+def test_an_aborted_generation_is_never_trainable() -> None:
+    # vLLM answers requests in flight during a weight sync with 200, cut-off token ids and
+    # finish_reason "abort": those tokens are not what the policy would have generated.
+    call = parse_chat_response(_raw(finish_reason="abort"), messages=MESSAGES)
+    assert not call.trainable
+    assert "aborted" in (call.untrainable_reason or "")
+    assert call.finish_reason == "abort"
+
+
 def test_parse_believes_the_version_the_server_says_it_served() -> None:
     served = parse_chat_response({**_raw(), "policy_version": 8}, messages=[], policy_version=7)
     assert served.policy_version == 8

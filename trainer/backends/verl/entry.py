@@ -101,7 +101,16 @@ def train(config_name: str, overrides: Sequence[str] = ()) -> None:
     """Trains with verl on GPUs until ``trainer.total_training_steps``."""
     import torch
 
+    from app.config import get_settings
+    from app.core.agent import check_agent_settings
+
     config = load_config(config_name, overrides)
+    check_agent_settings(
+        get_settings(),
+        f"the verl config {config_name!r} (webshop.max_turns, webshop.agent_mode)",
+        max_steps=config.webshop.max_turns,
+        mode=config.webshop.agent_mode,
+    )
     if not torch.cuda.is_available():
         raise RuntimeError(
             "the verl backend needs NVIDIA GPUs (vLLM + FSDP); none is visible. Use "

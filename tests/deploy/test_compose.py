@@ -158,7 +158,8 @@ def test_every_compose_variable_is_documented_in_operations() -> None:
     section = text.split("## Docker Compose variables", 1)[1].split("\n## ", 1)[0]
     rows = {m.group(1) for m in re.finditer(r"^\|\s*`([A-Z_][A-Z0-9_]*)`", section, re.M)}
     missing = (_compose_variables() | set(_env_example())) - rows
-    assert not missing, f"document in docs/operations.md, section 'Docker Compose variables': {missing}"
+    where = "docs/operations.md, section 'Docker Compose variables'"
+    assert not missing, f"document in {where}: {missing}"
 
 
 def test_train_config_default_names_a_verl_config() -> None:

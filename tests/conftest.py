@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db import migrate
 from app.db.session import make_engine
+from app.embedded.ports import process_alive
 
 REDIS_CLAIM_PREFIX = "wsrl:test-db-claim:"
 REDIS_CLAIM_TTL_S = 12 * 3600
@@ -190,7 +191,7 @@ def _take_over_dead_claim(server: redis.Redis, key: str, owner: str) -> bool:
                 claimable = True
             else:
                 host, pid, _ = current.decode().split(":", 2)
-                claimable = host == socket.gethostname() and not _pid_alive(int(pid))
+                claimable = host == socket.gethostname() and not process_alive(int(pid))
             if not claimable:
                 pipe.unwatch()
                 return False
@@ -200,15 +201,6 @@ def _take_over_dead_claim(server: redis.Redis, key: str, owner: str) -> bool:
             return True
         except (redis.WatchError, ValueError):
             return False
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 

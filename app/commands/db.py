@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+from app.commands import fail
 from app.config import ServicesNotRunningError, get_settings
 
 db_cli = typer.Typer(help="Database schema (Alembic migrations).")
@@ -20,11 +21,6 @@ def _database_url() -> str:
         raise typer.Exit(1) from exc
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    err_console.print(f"[red]Error:[/red] {exc}")
-    return typer.Exit(1)
-
-
 @db_cli.command("upgrade")
 def upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
     """Migrate the database up to REVISION (default: the newest)."""
@@ -34,7 +30,7 @@ def upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> 
     try:
         migrate.upgrade(url, revision)
     except migrate.MigrationError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     console.print(f"database at revision {migrate.current_revision(url) or 'base'}")
 
 
@@ -49,7 +45,7 @@ def downgrade(
     try:
         migrate.downgrade(url, revision)
     except migrate.MigrationError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     console.print(f"database at revision {migrate.current_revision(url) or 'base'}")
 
 

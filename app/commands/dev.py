@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 import typer
 from rich.console import Console
 
+from app.commands import fail
+
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 WSRL = [sys.executable, "-m", "app.cli"]
@@ -30,11 +32,6 @@ POLL_S = 1.0
 
 class _Stop(Exception):
     """SIGTERM/SIGINT arrived."""
-
-
-def _fail(message: object) -> typer.Exit:
-    err_console.print(f"[red]Error:[/red] {message}")
-    return typer.Exit(1)
 
 
 def _port(url: str) -> int:
@@ -51,7 +48,7 @@ def _check_ports(settings) -> None:
     }
     for setting, port in wanted.items():
         if not port_is_free(port):
-            raise _fail(
+            raise fail(
                 f"port {port} is in use (another `wsrl dev`?); stop it or set {setting} "
                 "to a free port"
             )
@@ -177,7 +174,7 @@ def _prepare(settings) -> None:
             console.print(f"{report.name}: {report.state}")
         migrate.upgrade(settings.resolved_database_url())
     except (PortInUseError, migrate.MigrationError) as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
 
 
 def _start_children(

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from app.commands import fail
+
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
@@ -59,11 +61,6 @@ def score_of(rewards: Sequence[float | None]) -> EvalScore:
     )
 
 
-def _fail(message: object) -> typer.Exit:
-    console.print(f"[red]Error:[/red] {message}")
-    return typer.Exit(1)
-
-
 def eval_command(
     split: Annotated[str, typer.Option(help="Goal split: test, eval or train.")] = "test",
     limit: Annotated[int, typer.Option(min=1, help="First N goals of the split.")] = 100,
@@ -81,19 +78,19 @@ def eval_command(
     from workers.celery_app import get_app
 
     if (base_url is None) != (model is None):
-        raise _fail("give --base-url and --model together")
+        raise fail("give --base-url and --model together")
     settings = get_settings()
     try:
         engine = make_engine(settings)
         celery = get_app()
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     sessions = make_sessionmaker(engine)
     try:
         ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
         rewards = _wait_with_progress(sessions, ids, timeout)
     except (EnqueueError, EnvError, LookupError) as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     finally:
         engine.dispose()
     result = score_of(rewards)
@@ -192,7 +189,7 @@ def wait_for_rollouts(
         if len(done) == len(ids):
             return [r.reward if r.status == RolloutStatus.SUCCEEDED else None for r in done]
         if time.monotonic() > deadline:
-            raise _fail(
+            raise fail(
                 f"{len(ids) - len(done)} of {len(ids)} eval rollouts unfinished after "
                 f"{timeout:g}s (are workers consuming the 'eval' queue?)"
             )

@@ -9,6 +9,7 @@ import orjson
 import typer
 from rich.console import Console
 
+from app.commands import fail
 from app.exports.writers import ExportFormat
 
 export_cli = typer.Typer(help="Export goals (verl dataset) or trajectories (JSONL / Parquet).")
@@ -17,11 +18,6 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="File to write (parents created).")]
 SplitOption = Annotated[str | None, typer.Option(help="Only goals of this split.")]
-
-
-def _fail(exc: BaseException | str) -> typer.Exit:
-    err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
-    return typer.Exit(1)
 
 
 @export_cli.command("goals")
@@ -43,7 +39,7 @@ def goals(
         finally:
             engine.dispose()
     except (ServicesNotRunningError, ExportDependencyError) as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     console.print(f"wrote {written} goals to {out}")
 
 
@@ -76,7 +72,7 @@ def trajectories(
         finally:
             engine.dispose()
     except (ServicesNotRunningError, ExportDependencyError) as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     console.print(f"wrote {written} trajectories to {out}")
 
 

@@ -14,15 +14,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from app.commands import fail
+
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 RECENT = 10
 SNIPPET = 160
-
-
-def _fail(message: object) -> typer.Exit:
-    err_console.print(f"[red]Error:[/red] {message}")
-    return typer.Exit(1)
 
 
 def status(
@@ -45,7 +42,7 @@ def status(
         redis = Redis.from_url(settings.resolved_redis_url())
         celery = get_app()
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     try:
         depths = queue_depths(redis)
         replies = celery.control.inspect(timeout=ping_timeout).ping() or {}
@@ -108,16 +105,16 @@ def show(
     try:
         key = uuid.UUID(rollout_id)
     except ValueError as exc:
-        raise _fail(f"not a rollout id (UUID): {rollout_id!r}") from exc
+        raise fail(f"not a rollout id (UUID): {rollout_id!r}") from exc
     try:
         engine = make_engine(get_settings())
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     try:
         with make_sessionmaker(engine)() as session:
             trajectory = load_trajectory(session, key, attempt=attempt)
     except NotFoundError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     finally:
         engine.dispose()
 

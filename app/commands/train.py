@@ -21,15 +21,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.commands import fail
+
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
 TINY = "tiny"
-
-
-def _fail(message: object) -> typer.Exit:
-    err_console.print(f"[red]Error:[/red] {message}")
-    return typer.Exit(1)
 
 
 def tiny_policy_path(data_dir: Path, seed: int = 0) -> Path:
@@ -42,7 +39,7 @@ def ensure_tiny_policy(data_dir: Path) -> Path:
     target = tiny_policy_path(data_dir)
     command = [sys.executable, "-m", "app.cli", "policy", "bootstrap", "--out", str(target)]
     if subprocess.run(command, check=False).returncode != 0:
-        raise _fail("`wsrl policy bootstrap` failed; see its output above")
+        raise fail("`wsrl policy bootstrap` failed; see its output above")
     return target
 
 
@@ -98,16 +95,16 @@ def train(
         _run_verl(config, override or [])
         return
     if backend != "local":
-        raise _fail(f"unknown backend {backend!r}: use local or verl")
+        raise fail(f"unknown backend {backend!r}: use local or verl")
     settings = get_settings()
     try:
         settings.resolved_database_url()
         settings.resolved_redis_url()
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     model_path = ensure_tiny_policy(settings.data_dir) if model == TINY else Path(model)
     if not (model_path / "config.json").is_file():
-        raise _fail(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
+        raise fail(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
     _check_bootstrap_settings(settings, model_path)
     _run(
         settings,
@@ -151,7 +148,7 @@ def _check_bootstrap_settings(settings, model_path: Path) -> None:
             settings, f"the policy's bootstrap ({manifest})", history_steps=history, mode="text"
         )
     except AgentSettingsMismatch as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
 
 
 def _run_verl(config_name: str, overrides: list[str]) -> None:
@@ -160,7 +157,7 @@ def _run_verl(config_name: str, overrides: list[str]) -> None:
     try:
         train_verl(config_name, overrides)
     except (ValueError, RuntimeError) as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
 
 
 def _sync_goals(settings, split: str) -> None:
@@ -181,11 +178,11 @@ def _sync_goals(settings, split: str) -> None:
                 added = sync_goals(session, env)
             console.print(f"loaded {added} goals from {settings.env_url}")
             if session.scalar(select(Goal.id).where(Goal.split == split).limit(1)) is None:
-                raise _fail(
+                raise fail(
                     f"the env server at {settings.env_url} has no {split!r} goals; use --split"
                 )
     except EnvError as exc:
-        raise _fail(f"{exc} (start it with `wsrl env serve`, or use --no-enqueue)") from exc
+        raise fail(f"{exc} (start it with `wsrl env serve`, or use --no-enqueue)") from exc
     finally:
         engine.dispose()
 
@@ -198,7 +195,7 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
     try:
         config = TrainerConfig.preset(preset, **config_args)
     except ValueError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     if kw["enqueue"]:
         _sync_goals(settings, kw["split"])
     options = LoopOptions(

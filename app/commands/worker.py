@@ -9,15 +9,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.commands import fail
 from app.config import ServicesNotRunningError, get_settings
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(message: object) -> typer.Exit:
-    err_console.print(f"[red]Error:[/red] {message}")
-    return typer.Exit(1)
 
 
 def worker(
@@ -47,7 +43,7 @@ def worker(
 
     unknown = set(queues.split(",")) - set(QUEUES)
     if unknown:
-        raise _fail(f"unknown queues {sorted(unknown)}; known: {', '.join(QUEUES)}")
+        raise fail(f"unknown queues {sorted(unknown)}; known: {', '.join(QUEUES)}")
     if processes > 1:
         import sys
 
@@ -62,7 +58,7 @@ def worker(
     try:
         celery = get_app()
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     threads = concurrency or get_settings().worker_concurrency
     celery.worker_main(
         [
@@ -104,12 +100,12 @@ def enqueue(
     try:
         ids = [int(x) for x in goal_ids.split(",")] if goal_ids else None
     except ValueError as exc:
-        raise _fail(f"--goal-ids must be comma-separated integers: {goal_ids!r}") from exc
+        raise fail(f"--goal-ids must be comma-separated integers: {goal_ids!r}") from exc
     try:
         engine = make_engine(settings)
         celery = get_app()
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     try:
         with session_scope(make_sessionmaker(engine)) as session:
             with EnvClient.from_settings(settings) as env:
@@ -129,7 +125,7 @@ def enqueue(
                 agent_url=agent_url,
             )
     except (EnqueueError, EnvError) as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     finally:
         engine.dispose()
     console.print(f"queued {len(rollout_ids)} {mode} rollouts")
@@ -151,7 +147,7 @@ def reconcile(
         engine = make_engine(settings)
         celery = get_app()
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     sessions = make_sessionmaker(engine)
     try:
         if once:
@@ -181,7 +177,7 @@ def watch(
     try:
         redis = Redis.from_url(settings.resolved_redis_url())
     except ServicesNotRunningError as exc:
-        raise _fail(exc) from exc
+        raise fail(exc) from exc
     progress = EpisodeTally()
     last_summary = time.monotonic()
     console.print(f"following {settings.logs_channel} (Ctrl-C stops)")

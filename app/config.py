@@ -119,7 +119,7 @@ class Settings(BaseSettings):
         "wsrl:logs", description="Redis pub/sub channel of the agents' log lines (wsrl watch)."
     )
 
-    # --- the agent and its LLM calls (workers/agent.py, workers/llm.py) ---------------
+    # --- the agent and its LLM calls (app/core/agent.py, workers/llm.py) ---------------
     agent_history_steps: int = Field(
         4, description="Previous steps (action + short observation) shown in each prompt."
     )

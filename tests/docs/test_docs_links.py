@@ -9,9 +9,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
-# Linked from the README before it is written (issue 16's architecture document). Once the
-# file exists this test fails until it is removed from here, so the exception cannot linger.
-NOT_YET_WRITTEN = {ROOT / "docs" / "architecture.md"}
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
@@ -45,16 +42,9 @@ def test_links_point_at_existing_files_and_headings(doc: Path) -> None:
     for target in _links(doc):
         file_part, _, anchor = target.partition("#")
         path = (doc.parent / file_part).resolve() if file_part else doc
-        if path in NOT_YET_WRITTEN:
-            continue
         if not path.exists() or (anchor and path.suffix == ".md" and anchor not in _anchors(path)):
             broken.append(target)
     assert not broken, f"{doc.relative_to(ROOT)} links to what does not exist: {broken}"
-
-
-def test_not_yet_written_documents_are_still_missing() -> None:
-    written = [str(p.relative_to(ROOT)) for p in NOT_YET_WRITTEN if p.exists()]
-    assert not written, f"remove from NOT_YET_WRITTEN in {Path(__file__).name}: {written}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,10 +1,11 @@
 """One episode: the page state machine, the action parser and the observations.
 
-Rules (docs/webshop.md, "Actions"): ``search[<keywords>]`` with a non-empty argument
-works on any page; ``click[x]`` works only when ``x`` is a current clickable other than
-``search``; the argument is lowercased. Anything else is a no-op: reward 0, not done,
-same page, and ``info["valid"]`` is False with the reason in ``info["error"]``.
-The episode ends only on ``click[buy now]``; after that every action is invalid.
+Rules (docs/webshop.md, "Actions"), parsed as the original parses them (see
+:func:`parse_action`): ``search[<keywords>]`` works on any page; ``click[x]`` works only
+when ``x`` is a current clickable other than ``search``. Anything else is a no-op:
+reward 0, not done, same page, and ``info["valid"]`` is False with the reason in
+``info["error"]``. The episode ends only on ``click[buy now]``; after that every action
+is invalid.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 RESULTS_PER_PAGE = 10
-_ACTION = re.compile(r"^\s*(search|click)\[(.*)\]\s*$", re.DOTALL)
+_ACTION = re.compile(r"(.+)\[(.+)\]")
 _SUB_PAGE_BUTTONS = {
     "description": Page.DESCRIPTION,
     "features": Page.FEATURES,
@@ -50,11 +51,18 @@ class StepResult:
 
 
 def parse_action(action: str) -> tuple[str, str] | None:
-    """(verb, lowercased argument) or None when the text is not an action."""
+    r"""(name, lowercased argument), or None when the text does not start ``name[arg]``.
+
+    The original's rule, ``re.match(r"(.+)\[(.+)\]", action)``: matched from the start
+    only (``click[buy now].`` is ``click[buy now]``), within one line, the name greedy
+    (it runs to the last ``[`` that has a ``]`` after it) and not stripped (``" click"``
+    is no verb), the argument non-empty, lowercased and not stripped (``click[ buy now]``
+    names no button; ``search[ ]`` searches).
+    """
     m = _ACTION.match(action)
     if m is None:
         return None
-    return m.group(1), m.group(2).strip().lower()
+    return m.group(1), m.group(2).lower()
 
 
 class Session:
@@ -168,10 +176,10 @@ class Session:
             return f"not an action: {shown!r}; use search[<keywords>] or click[<element>]"
         verb, arg = parsed
         if verb == "search":
-            if not arg:
-                return "search[] needs keywords"
             self._search(arg)
             return None
+        if verb != "click":
+            return f"{verb!r} is not an action; use search[<keywords>] or click[<element>]"
         if arg == "search":
             return "click[search] is not an action; use search[<keywords>]"
         clickables = self._clickables()

@@ -19,7 +19,6 @@ from app.webshop.loader import Product
 
 SEP = " [SEP] "
 MODES = ("text", "text_rich", "html")
-DONE_ATTRIBUTE_SEP = ", "
 
 
 class Page(StrEnum):
@@ -98,17 +97,14 @@ def sub_page(instruction: str, page: Page, product: Product) -> list[Node]:
     return nodes
 
 
-def done_page(
-    product: Product,
-    chosen: Mapping[str, str],
-    reward: float,
-    target_asin: str,
-    target_options: Mapping[str, str] | list[str],
-    target_attributes: Sequence[str],
-    price_upper: float,
-    instruction: str,
-) -> list[Node]:
-    """Thank-you page: what was bought, what was asked for, then the score."""
+def done_page(asin: str, chosen: Mapping[str, str], reward: float) -> list[Node]:
+    """The thank-you page as the original's text env renders it.
+
+    Its template has slots for the purchased product's details and for the target, but
+    the text env passes it only the asin, the options and the score: the other slots show
+    ``None`` or nothing, and the target (which would leak the answer into recorded
+    trajectories) is never shown. ``instuction text`` is the template's spelling.
+    """
     texts = [
         "Thank you for shopping with us!",
         "Your code:",
@@ -116,34 +112,31 @@ def done_page(
         "(Paste it in your MTurk interface.)",
         "Purchased",
         "asin",
-        product.asin,
+        asin,
         "options",
-        json.dumps(dict(chosen)),
-        "attrs",
-        DONE_ATTRIBUTE_SEP.join(product.attributes),
-        "category",
-        product.category,
-        "query",
-        product.query,
-        "product category",
-        product.product_category,
+        _flask_tojson(chosen),
+        *("attrs", "None", "category", "None", "query", "None", "product category", "None"),
         "Target",
-        "asin",
-        target_asin,
-        "options",
-        json.dumps(target_options),
-        "attrs",
-        DONE_ATTRIBUTE_SEP.join(target_attributes),
-        "price upper",
-        str(price_upper),
-        "instruction text",
-        instruction,
+        *("asin", "options", "attrs", "price upper", "instuction text"),
+        *("category", "product category", "query"),
+        "Goal",
+        "None",
+        "Reward",
         "Your score (min 0.0, max 1.0)",
         str(reward),
         "Reward Details",
         "None",
     ]
     return [Node(t) for t in texts]
+
+
+def _flask_tojson(value: Mapping[str, str]) -> str:
+    """Jinja's ``tojson`` filter under Flask's defaults: sorted keys, ASCII only, and the
+    characters unsafe in HTML written as JSON escapes."""
+    text = json.dumps(dict(value), sort_keys=True)
+    for char in "<>&'":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
 
 
 def render(nodes: Sequence[Node], mode: str = "text") -> str:

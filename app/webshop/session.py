@@ -105,16 +105,7 @@ class Session:
             )
         if self.page is Page.DONE:
             assert self._purchased is not None
-            return pages.done_page(
-                self._purchased,
-                self.chosen,
-                self.reward,
-                self.goal.asin,
-                self.goal.goal_options,
-                self.goal.attributes,
-                self.goal.price_upper,
-                instruction,
-            )
+            return pages.done_page(self._purchased.asin, self.chosen, self.reward)
         product = self._current_product()
         if self.page is Page.ITEM:
             return pages.item_page(instruction, product, self.chosen)

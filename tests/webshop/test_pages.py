@@ -121,13 +121,11 @@ def test_done_page_text(fixture_env: WebShopEnv, tea) -> None:
     assert result.observation == (
         "Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] (Paste it in your "
         "MTurk interface.) [SEP] Purchased [SEP] asin [SEP] B000000001 [SEP] options [SEP] "
-        '{"flavor name": "mint | lemon", "size": "50 count"} [SEP] attrs [SEP] green tea, '
-        "caffeinated [SEP] category [SEP] grocery [SEP] query [SEP] green tea [SEP] product "
-        "category [SEP] Grocery & Gourmet Food › Beverages › Tea › Green [SEP] Target [SEP] "
-        'asin [SEP] B000000001 [SEP] options [SEP] {"flavor name": "mint | lemon", "size": '
-        '"50 count"} [SEP] attrs [SEP] caffeinated [SEP] price upper [SEP] 30.0 [SEP] '
-        f"instruction text [SEP] {INSTR} [SEP] Your score (min 0.0, max 1.0) [SEP] 1.0 [SEP] "
-        "Reward Details [SEP] None"
+        '{"flavor name": "mint | lemon", "size": "50 count"} [SEP] attrs [SEP] None [SEP] '
+        "category [SEP] None [SEP] query [SEP] None [SEP] product category [SEP] None [SEP] "
+        "Target [SEP] asin [SEP] options [SEP] attrs [SEP] price upper [SEP] instuction text "
+        "[SEP] category [SEP] product category [SEP] query [SEP] Goal [SEP] None [SEP] Reward "
+        "[SEP] Your score (min 0.0, max 1.0) [SEP] 1.0 [SEP] Reward Details [SEP] None"
     )
     assert s.available_actions() == {"has_search_bar": False, "clickables": []}
 

@@ -30,3 +30,28 @@ def test_actions_parsed_as_the_original(client, webshop_env) -> None:
     assert bought["done"] is True and bought["info"]["valid"]
     blank = _step(client, _start(client, goal.index), "search[ ]")
     assert blank["info"]["valid"] and blank["info"]["page"] == "results"
+
+
+def test_done_page_is_the_originals_and_hides_the_target(client, webshop_env, oracle) -> None:
+    goal = next(g for g in webshop_env.goals if len(g.goal_options) >= 2)
+    sid = _start(client, goal.index)
+    first = client.get(f"/sessions/{sid}/observation").json()["observation"]
+    available = client.get(f"/sessions/{sid}/available_actions").json()
+
+    def act(action: str) -> tuple:
+        step = _step(client, sid, action)
+        return step["observation"], step["available_actions"], step["reward"], step["done"]
+
+    episode = oracle(goal, (first, available), act)
+    assert episode.done and episode.reward == 1.0
+    options = ", ".join(f'"{k}": "{v}"' for k, v in sorted(goal.goal_options.items()))
+    assert episode.observations[-1] == (
+        "Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] (Paste it in your "
+        f"MTurk interface.) [SEP] Purchased [SEP] asin [SEP] {goal.asin} [SEP] options [SEP] "
+        f"{{{options}}} [SEP] attrs [SEP] None [SEP] category [SEP] None [SEP] query [SEP] "
+        "None [SEP] product category [SEP] None [SEP] Target [SEP] asin [SEP] options [SEP] "
+        "attrs [SEP] price upper [SEP] instuction text [SEP] category [SEP] product category "
+        "[SEP] query [SEP] Goal [SEP] None [SEP] Reward [SEP] Your score (min 0.0, max 1.0) "
+        "[SEP] 1.0 [SEP] Reward Details [SEP] None"
+    )
+    assert goal.instruction not in episode.observations[-1]

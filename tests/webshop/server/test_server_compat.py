@@ -49,10 +49,31 @@ def test_agentgym_episode_to_buy_matches_in_process(
     state = client.get("/agentgym/state", params={"env_idx": env_idx}).json()
     assert set(state) == {"url", "html", "instruction_text"}
 
-    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() == {"closed": True}
-    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() == {"closed": False}
+    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() is True
+    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() is False
     gone = client.post("/agentgym/step", json={"env_idx": env_idx, "action": "search[a]"})
     assert gone.status_code == 404
+
+
+def test_agentgym_routes_answer_as_the_real_server(client, webshop_env) -> None:
+    env_idx = client.post("/agentgym/create").json()
+    last = webshop_env.goals[-1]
+    reset = client.post("/agentgym/reset", json={"env_idx": env_idx, "session_id": -1})
+    assert reset.status_code == 200, reset.text
+    assert last.instruction in reset.json()[0]
+    params = {"env_idx": env_idx}
+    heading = client.get("/agentgym/instruction_text", params=params).json()
+    assert heading == f"Instruction: {last.instruction}"
+    step = client.post("/agentgym/step", json={"env_idx": env_idx, "action": "search[tea]"})
+    assert step.json()["info"] is None
+    heading = client.get("/agentgym/instruction_text", params=params).json()
+    assert heading == f"Instruction:{last.instruction}"  # the results page's heading
+    state = client.get("/agentgym/state", params=params).json()
+    assert state["instruction_text"] == f"Instruction: {last.instruction}"
+    too_far = -len(webshop_env.goals) - 1
+    r = client.post("/agentgym/reset", json={"env_idx": env_idx, "session_id": too_far})
+    assert r.status_code == 404 and "goal" in r.json()["detail"]
+    assert client.post("/agentgym/close", json=params).json() is True
 
 
 def test_agentgym_reset_without_goal_draws_one(client) -> None:

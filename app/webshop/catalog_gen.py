@@ -159,6 +159,8 @@ class _ProductMaker:
             "category": category.name,
             "query": rng.choice(ptype.queries),
             "customization_options": self._customization(rng, options),
+            # The original's load_products reads images[0] (shown as <img src>); no pictures.
+            "images": [""],
         }
         ins: dict[str, Any] = {"attributes": [a.text for a in attributes]}
         human: list[dict[str, Any]] = []

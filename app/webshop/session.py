@@ -4,8 +4,13 @@ Rules (docs/webshop.md, "Actions"), parsed as the original parses them (see
 :func:`parse_action`): ``search[<keywords>]`` works on any page; ``click[x]`` works only
 when ``x`` is a current clickable other than ``search``. Anything else is a no-op:
 reward 0, not done, same page, and ``info["valid"]`` is False with the reason in
-``info["error"]``. The episode ends only on ``click[buy now]``; after that every action
-is invalid.
+``info["error"]``.
+
+The step that clicks ``buy now`` is the one that is done and rewarded. As in the
+original, the session goes on after it: the done page offers nothing to click, but
+``search[...]`` leads on, and buying again scores again (the session's ``done``,
+``reward`` and ``reward_parts`` then describe the latest purchase). Clients stop at the
+first done step.
 """
 
 from __future__ import annotations
@@ -144,23 +149,23 @@ class Session:
         return self._result(valid=True, error=None)
 
     def _result(self, valid: bool, error: str | None) -> StepResult:
+        """The step's answer; only the step that buys is done and carries a reward."""
+        bought = valid and self.page is Page.DONE
         info: dict[str, Any] = {
             "valid": valid,
             "error": error,
             "page": str(self.page),
             "goal_index": self.goal.index,
-            "reward_parts": self.reward_parts if self.done else None,
+            "reward_parts": self.reward_parts if bought else None,
         }
-        if self.done:
+        if bought:
             info["asin"] = self._purchased.asin if self._purchased else None
             info["options"] = dict(self.chosen)
-        reward = self.reward if (valid and self.done) else 0.0
-        return StepResult(self.observation(), reward, self.done, info)
+        reward = self.reward if bought else 0.0
+        return StepResult(self.observation(), reward, bought, info)
 
     def _apply(self, action: str) -> str | None:
         """Changes the state for a valid action; returns why an action is invalid."""
-        if self.done:
-            return "the episode is over (already bought)"
         parsed = parse_action(action) if isinstance(action, str) else None
         if parsed is None:
             shown = str(action)[:80]

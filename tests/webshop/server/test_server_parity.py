@@ -55,3 +55,25 @@ def test_done_page_is_the_originals_and_hides_the_target(client, webshop_env, or
         "[SEP] 1.0 [SEP] Reward Details [SEP] None"
     )
     assert goal.instruction not in episode.observations[-1]
+
+
+def test_session_goes_on_after_buying_and_scores_again(client, webshop_env) -> None:
+    goal = webshop_env.goals[0]
+    sid = _start(client, goal.index)
+
+    def buy_first_result() -> dict:
+        results = _step(client, sid, f"search[{goal.name}]")
+        assert results["done"] is False and results["info"]["valid"]
+        _step(client, sid, f"click[{results['available_actions']['clickables'][2]}]")
+        return _step(client, sid, "click[buy now]")
+
+    first = buy_first_result()
+    assert first["done"] is True and first["available_actions"] is None
+    on_done = _step(client, sid, "click[buy now]")
+    assert on_done["info"]["valid"] is False and on_done["done"] is False
+    assert on_done["reward"] == 0.0
+    second = buy_first_result()
+    assert second["done"] is True and second["reward"] == first["reward"]
+    summary = client.get(f"/sessions/{sid}").json()
+    assert summary["done"] is True and summary["reward"] == second["reward"]
+    assert summary["num_steps"] == 7

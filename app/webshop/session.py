@@ -87,6 +87,8 @@ class Session:
         self.page_number = 1
         self.product_index: int | None = None
         self.chosen: dict[str, str] = {}
+        # Products opened since the last "Back to Search" (text_rich marks them).
+        self.visited: set[str] = set()
         self._product: Product | None = None
         self._purchased: Product | None = None
 
@@ -106,7 +108,11 @@ class Session:
             return pages.search_page(instruction)
         if self.page is Page.RESULTS:
             return pages.results_page(
-                instruction, self.page_number, len(self.results), self._page_products()
+                instruction,
+                self.page_number,
+                len(self.results),
+                self._page_products(),
+                self.visited,
             )
         if self.page is Page.DONE:
             assert self._purchased is not None
@@ -207,6 +213,7 @@ class Session:
             self.keywords = None
             self.results = []
             self.page_number = 1
+            self.visited.clear()
             self._set_product(None)
         elif arg == "< prev":
             if page is Page.RESULTS:
@@ -223,6 +230,7 @@ class Session:
             for index in self.results[start : start + RESULTS_PER_PAGE]:
                 if self._env.product(index).asin.lower() == arg:
                     self._set_product(index)
+                    self.visited.add(self._env.product(index).asin)
                     self.page = Page.ITEM
                     break
         elif arg in _SUB_PAGE_BUTTONS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -158,6 +159,8 @@ class _ProductMaker:
             "category": category.name,
             "query": rng.choice(ptype.queries),
             "customization_options": self._customization(rng, options),
+            # The original's load_products reads images[0] (shown as <img src>); no pictures.
+            "images": [""],
         }
         ins: dict[str, Any] = {"attributes": [a.text for a in attributes]}
         human: list[dict[str, Any]] = []
@@ -387,10 +390,11 @@ def write_catalog(
     items_human_ins.json into `out_dir`; returns {file kind: path}.
 
     Deterministic per (num_products, seed): same arguments, byte-identical files. Files
-    are written under a temporary name and renamed at the end, so an interrupted run
-    never leaves a half-written catalog. Without human goals, a stale
-    items_human_ins.json in `out_dir` is removed so it cannot be mistaken for this
-    catalog's.
+    are written under a temporary name of this writer's own and renamed at the end, so
+    an interrupted run never leaves a half-written catalog and two writers of the same
+    folder at once (each renaming identical files into place) do not collide. Without
+    human goals, a stale items_human_ins.json in `out_dir` is removed so it cannot be
+    mistaken for this catalog's.
     """
     if isinstance(num_products, bool) or not isinstance(num_products, int) or num_products < 1:
         raise ValueError(f"num_products must be a positive integer, got {num_products!r}")
@@ -402,7 +406,8 @@ def write_catalog(
     out_dir.mkdir(parents=True, exist_ok=True)
     kinds = ["items_shuffle", "items_ins_v2"] + (["items_human_ins"] if human_goals else [])
     paths = {kind: out_dir / FILE_NAMES[kind] for kind in kinds}
-    tmp = {kind: path.with_name(path.name + ".tmp") for kind, path in paths.items()}
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = {kind: path.with_name(f".{path.name}.{tag}.tmp") for kind, path in paths.items()}
 
     started = time.perf_counter()
     handles = {kind: open(tmp[kind], "wb", buffering=1 << 20) for kind in kinds}  # noqa: SIM115

@@ -10,9 +10,14 @@ seed 0) into the cache on first use.
 from __future__ import annotations
 
 import bisect
+import fcntl
 import logging
+import os
 import random
-from collections.abc import Sequence
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from itertools import accumulate
 from pathlib import Path
@@ -30,6 +35,7 @@ DEFAULT_CACHE_DIR = Path(".wsrl/catalog")
 DEFAULT_NUM_PRODUCTS = 2000
 DEFAULT_SEED = 0
 PRICE_SEED = 0
+COMPLETE_MARKER = ".complete"
 
 __all__ = ["Goal", "Session", "StepResult", "WebShopEnv", "default_catalog_dir"]
 
@@ -42,17 +48,50 @@ def default_catalog_dir(cache_dir: Path, num_products: int, seed: int = DEFAULT_
 
 
 def ensure_generated_catalog(cache_dir: Path, num_products: int, seed: int = DEFAULT_SEED) -> Path:
-    """Generates the catalog once (marker file written last, so a crash regenerates)."""
+    """Generates the catalog once; safe when several processes (servers, the scripted LLM,
+    containers on one data volume) start on the same empty cache together.
+
+    The first to take the lock next to the folder generates into a private temporary
+    folder and renames it into place with its ``.complete`` marker; the others wait for
+    the lock and then accept the completed catalog. A folder without the marker (a crash
+    mid-write by an older version) is replaced."""
     out = default_catalog_dir(cache_dir, num_products, seed)
-    marker = out / ".complete"
-    if not marker.exists():
+    marker = out / COMPLETE_MARKER
+    if marker.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive_lock(out.parent / f".{out.name}.lock"):
+        if marker.exists():
+            return out
         from app.webshop.catalog_gen import write_catalog
 
         logger.info("Generating a %d-product catalog into %s", num_products, out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_catalog(out, num_products, seed=seed, human_goals=True)
-        marker.write_text("ok")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+        try:
+            tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
+            write_catalog(tmp, num_products, seed=seed, human_goals=True)
+            (tmp / COMPLETE_MARKER).write_text("ok")
+            if out.exists():
+                shutil.rmtree(out)
+            try:
+                os.rename(tmp, out)
+            except OSError:
+                if not marker.exists():  # not a writer on a filesystem without locks
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """An advisory lock on ``path`` across processes, held for the block."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class WebShopEnv:

@@ -1,10 +1,16 @@
 """One episode: the page state machine, the action parser and the observations.
 
-Rules (docs/webshop.md, "Actions"): ``search[<keywords>]`` with a non-empty argument
-works on any page; ``click[x]`` works only when ``x`` is a current clickable other than
-``search``; the argument is lowercased. Anything else is a no-op: reward 0, not done,
-same page, and ``info["valid"]`` is False with the reason in ``info["error"]``.
-The episode ends only on ``click[buy now]``; after that every action is invalid.
+Rules (docs/webshop.md, "Actions"), parsed as the original parses them (see
+:func:`parse_action`): ``search[<keywords>]`` works on any page; ``click[x]`` works only
+when ``x`` is a current clickable other than ``search``. Anything else is a no-op:
+reward 0, not done, same page, and ``info["valid"]`` is False with the reason in
+``info["error"]``.
+
+The step that clicks ``buy now`` is the one that is done and rewarded. As in the
+original, the session goes on after it: the done page offers nothing to click, but
+``search[...]`` leads on, and buying again scores again (the session's ``done``,
+``reward`` and ``reward_parts`` then describe the latest purchase). Clients stop at the
+first done step.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 RESULTS_PER_PAGE = 10
-_ACTION = re.compile(r"^\s*(search|click)\[(.*)\]\s*$", re.DOTALL)
+_ACTION = re.compile(r"(.+)\[(.+)\]")
 _SUB_PAGE_BUTTONS = {
     "description": Page.DESCRIPTION,
     "features": Page.FEATURES,
@@ -50,11 +56,18 @@ class StepResult:
 
 
 def parse_action(action: str) -> tuple[str, str] | None:
-    """(verb, lowercased argument) or None when the text is not an action."""
+    r"""(name, lowercased argument), or None when the text does not start ``name[arg]``.
+
+    The original's rule, ``re.match(r"(.+)\[(.+)\]", action)``: matched from the start
+    only (``click[buy now].`` is ``click[buy now]``), within one line, the name greedy
+    (it runs to the last ``[`` that has a ``]`` after it) and not stripped (``" click"``
+    is no verb), the argument non-empty, lowercased and not stripped (``click[ buy now]``
+    names no button; ``search[ ]`` searches).
+    """
     m = _ACTION.match(action)
     if m is None:
         return None
-    return m.group(1), m.group(2).strip().lower()
+    return m.group(1), m.group(2).lower()
 
 
 class Session:
@@ -74,6 +87,8 @@ class Session:
         self.page_number = 1
         self.product_index: int | None = None
         self.chosen: dict[str, str] = {}
+        # Products opened since the last "Back to Search" (text_rich marks them).
+        self.visited: set[str] = set()
         self._product: Product | None = None
         self._purchased: Product | None = None
 
@@ -93,20 +108,15 @@ class Session:
             return pages.search_page(instruction)
         if self.page is Page.RESULTS:
             return pages.results_page(
-                instruction, self.page_number, len(self.results), self._page_products()
+                instruction,
+                self.page_number,
+                len(self.results),
+                self._page_products(),
+                self.visited,
             )
         if self.page is Page.DONE:
             assert self._purchased is not None
-            return pages.done_page(
-                self._purchased,
-                self.chosen,
-                self.reward,
-                self.goal.asin,
-                self.goal.goal_options,
-                self.goal.attributes,
-                self.goal.price_upper,
-                instruction,
-            )
+            return pages.done_page(self._purchased.asin, self.chosen, self.reward)
         product = self._current_product()
         if self.page is Page.ITEM:
             return pages.item_page(instruction, product, self.chosen)
@@ -145,33 +155,33 @@ class Session:
         return self._result(valid=True, error=None)
 
     def _result(self, valid: bool, error: str | None) -> StepResult:
+        """The step's answer; only the step that buys is done and carries a reward."""
+        bought = valid and self.page is Page.DONE
         info: dict[str, Any] = {
             "valid": valid,
             "error": error,
             "page": str(self.page),
             "goal_index": self.goal.index,
-            "reward_parts": self.reward_parts if self.done else None,
+            "reward_parts": self.reward_parts if bought else None,
         }
-        if self.done:
+        if bought:
             info["asin"] = self._purchased.asin if self._purchased else None
             info["options"] = dict(self.chosen)
-        reward = self.reward if (valid and self.done) else 0.0
-        return StepResult(self.observation(), reward, self.done, info)
+        reward = self.reward if bought else 0.0
+        return StepResult(self.observation(), reward, bought, info)
 
     def _apply(self, action: str) -> str | None:
         """Changes the state for a valid action; returns why an action is invalid."""
-        if self.done:
-            return "the episode is over (already bought)"
         parsed = parse_action(action) if isinstance(action, str) else None
         if parsed is None:
             shown = str(action)[:80]
             return f"not an action: {shown!r}; use search[<keywords>] or click[<element>]"
         verb, arg = parsed
         if verb == "search":
-            if not arg:
-                return "search[] needs keywords"
             self._search(arg)
             return None
+        if verb != "click":
+            return f"{verb!r} is not an action; use search[<keywords>] or click[<element>]"
         if arg == "search":
             return "click[search] is not an action; use search[<keywords>]"
         clickables = self._clickables()
@@ -203,6 +213,7 @@ class Session:
             self.keywords = None
             self.results = []
             self.page_number = 1
+            self.visited.clear()
             self._set_product(None)
         elif arg == "< prev":
             if page is Page.RESULTS:
@@ -219,6 +230,7 @@ class Session:
             for index in self.results[start : start + RESULTS_PER_PAGE]:
                 if self._env.product(index).asin.lower() == arg:
                     self._set_product(index)
+                    self.visited.add(self._env.product(index).asin)
                     self.page = Page.ITEM
                     break
         elif arg in _SUB_PAGE_BUTTONS:

@@ -7,6 +7,8 @@ import itertools
 import json
 import math
 import re
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -36,6 +38,7 @@ PRODUCT_KEYS = {
     "category",
     "query",
     "customization_options",
+    "images",
 }
 CATEGORY_NAMES = {"beauty", "fashion", "garden", "grocery", "electronics"}
 PRICE = re.compile(r"^\$\d+\.\d{2}$")
@@ -422,3 +425,20 @@ def test_20k_products_generate_quickly(tmp_path: Path) -> None:
     assert elapsed < 30, f"20k products took {elapsed:.1f} s"
     with paths["items_ins_v2"].open("rb") as fh:
         assert len(json.load(fh)) == 20_000
+
+
+def test_cli_catalog_has_what_the_originals_load_products_reads(tmp_path: Path) -> None:
+    """Every product key and attribute entry that WebShop's ``load_products`` indexes."""
+    out = tmp_path / "catalog"
+    cmd = [sys.executable, "-m", "app.cli", "env", "catalog", "--products", "50", "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    products = json.loads((out / "items_shuffle.json").read_text())
+    attributes = json.loads((out / "items_ins_v2.json").read_text())
+    json.loads((out / "items_human_ins.json").read_text())  # opened even for synthetic goals
+    for p in products:
+        for key in ("asin", "category", "query", "product_category", "name",
+                    "full_description", "small_description", "customization_options"):  # fmt: skip
+            assert key in p, key
+        assert isinstance(p["images"], list) and len(p["images"]) >= 1  # images[0]
+        assert p.get("pricing") is None or isinstance(p["pricing"], str)
+        assert "attributes" in attributes[p["asin"]]  # attributes[asin].get(...) for every asin

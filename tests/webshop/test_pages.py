@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from app.webshop.env import Session, WebShopEnv
+from app.webshop.pages import Node, render
 
 TEA = {"flavor name": "mint | lemon", "size": "50 count"}
 INSTR = (
@@ -121,35 +122,55 @@ def test_done_page_text(fixture_env: WebShopEnv, tea) -> None:
     assert result.observation == (
         "Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] (Paste it in your "
         "MTurk interface.) [SEP] Purchased [SEP] asin [SEP] B000000001 [SEP] options [SEP] "
-        '{"flavor name": "mint | lemon", "size": "50 count"} [SEP] attrs [SEP] green tea, '
-        "caffeinated [SEP] category [SEP] grocery [SEP] query [SEP] green tea [SEP] product "
-        "category [SEP] Grocery & Gourmet Food › Beverages › Tea › Green [SEP] Target [SEP] "
-        'asin [SEP] B000000001 [SEP] options [SEP] {"flavor name": "mint | lemon", "size": '
-        '"50 count"} [SEP] attrs [SEP] caffeinated [SEP] price upper [SEP] 30.0 [SEP] '
-        f"instruction text [SEP] {INSTR} [SEP] Your score (min 0.0, max 1.0) [SEP] 1.0 [SEP] "
-        "Reward Details [SEP] None"
+        '{"flavor name": "mint | lemon", "size": "50 count"} [SEP] attrs [SEP] None [SEP] '
+        "category [SEP] None [SEP] query [SEP] None [SEP] product category [SEP] None [SEP] "
+        "Target [SEP] asin [SEP] options [SEP] attrs [SEP] price upper [SEP] instuction text "
+        "[SEP] category [SEP] product category [SEP] query [SEP] Goal [SEP] None [SEP] Reward "
+        "[SEP] Your score (min 0.0, max 1.0) [SEP] 1.0 [SEP] Reward Details [SEP] None"
     )
     assert s.available_actions() == {"has_search_bar": False, "clickables": []}
 
 
-def test_text_rich_marks_buttons_and_clicked_option(fixture_env: WebShopEnv, tea) -> None:
+def test_text_rich_as_the_originals_converter(fixture_env: WebShopEnv, tea) -> None:
     s = tea()
-    assert s.observation("text_rich").endswith("[button] Search [button_]")
+    assert s.observation("text_rich") == (
+        f"WebShop\nInstruction: \n{INSTR}\n[button] Search [button_]\n"
+    )
+    s.step("search[matcha]")
+    results = "\n[button] B000000007 [button_]\nGreen Tea Matcha Powder Ceremonial Grade\n$24.0\n"
+    assert s.observation("text_rich").endswith(f"[button] Next > [button_]\n{results}")
+    s.step("click[b000000007]")
+    s.step("click[< prev]")
+    assert "\n[clicked button] B000000007 [clicked button_]\n" in s.observation("text_rich")
     s.step("search[organic tea bags]")
     s.step("click[b000000001]")
     s.step("click[50 count]")
-    rich = s.observation("text_rich").split("\n")
-    assert "[clicked button] 50 count [clicked button_]" in rich
-    assert "[button] 100 count [button_]" in rich
-    assert "[button] Buy Now [button_]" in rich
-    assert "Organic Green Tea Bags, 100 Count" in rich
+    rich = s.observation("text_rich")
+    assert rich.startswith("You have clicked 50 count.\nInstruction:\n")
+    assert "\n  [clicked button] 50 count [clicked button_]\n" in rich
+    assert "\n  [button] 100 count [button_]\n" in rich
+    assert rich.endswith("[button] Reviews [button_]\n[button] Buy Now [button_]\n")
 
 
-def test_html_mode_renders_buttons(fixture_env: WebShopEnv, tea) -> None:
+def test_whitespace_nodes_as_beautifulsoup_leaves_them() -> None:
+    nodes = [Node("a"), Node("  "), Node("\n  "), Node(""), Node(" b ")]
+    assert render(nodes, "text") == "a [SEP]  [SEP] b"
+    assert render(nodes, "text_rich") == "a\n \n b \n"
+
+
+def test_html_mode_has_the_originals_ids_and_classes(fixture_env: WebShopEnv, tea) -> None:
     s = tea()
     page = s.observation("html")
     assert page.startswith("<!DOCTYPE html>")
-    assert '<button value="Search">Search</button>' in page
+    assert f'<div id="instruction-text"><h4>Instruction: <br>{INSTR}</h4></div>' in page
+    assert '<input id="search_input"' in page
+    assert '<button type="submit" class="btn">Search</button>' in page
+    s.step("search[organic tea bags]")
+    assert '<a class="product-link">B000000001</a>' in s.observation("html")
+    s.step("click[b000000001]")
+    s.step("click[50 count]")
+    assert 'type="radio" id="radio_' in s.observation("html")
+    assert 'name="size" value="50 count" checked>' in s.observation("html")
 
 
 def test_unknown_observation_mode_rejected(fixture_env: WebShopEnv, tea) -> None:

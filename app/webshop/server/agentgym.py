@@ -2,7 +2,10 @@
 
 AgentGym's WebShop client talks to integer env ids: ``/create`` opens one (already reset
 on a weighted random goal), ``/reset`` starts a new episode on it with ``session_id`` as
-the goal index, ``/step`` answers ``{state, reward, done, info}``, ``/close`` ends it.
+the goal index (negative counts from the end, as Python indexing does in the real server;
+out of range is a 404 where the real server fails with a 500), ``/step`` answers
+``{state, reward, done, info}`` with ``info`` null as the real server does, ``/close``
+ends it and answers whether it was open.
 Its sessions live in the same store as the native ones (same TTL and cap); an env id is
 kept as the store key ``ag-<id>``.
 """
@@ -18,9 +21,10 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from app.webshop.env import Session
+from app.webshop.pages import Page
 from app.webshop.server.deps import ServiceDep
 from app.webshop.server.responses import OrjsonResponse
-from app.webshop.server.service import MAX_ACTION_CHARS, WebShopService
+from app.webshop.server.service import MAX_ACTION_CHARS, GoalNotFoundError, WebShopService
 
 router = APIRouter(prefix="/agentgym", tags=["agentgym"])
 
@@ -81,12 +85,7 @@ async def create(request: Request, service: ServiceDep) -> Response:
 async def step(body: StepQuery, service: ServiceDep) -> Response:
     result = service.step(_key(body.env_idx), body.action).result
     return OrjsonResponse(
-        {
-            "state": result.observation,
-            "reward": result.reward,
-            "done": result.done,
-            "info": result.info,
-        }
+        {"state": result.observation, "reward": result.reward, "done": result.done, "info": None}
     )
 
 
@@ -95,7 +94,14 @@ async def reset(body: ResetQuery, service: ServiceDep) -> Response:
     """A new episode on the same env id: goal ``session_id``, or weighted random."""
     key = _key(body.env_idx)
     service.store.get(key)  # 404 / 410 before any work
-    goal = None if body.session_id is None else service.goal(body.session_id)
+    goal = None
+    if body.session_id is not None:
+        index, total = body.session_id, len(service.env.goals)
+        if not -total <= index < total:
+            raise GoalNotFoundError(
+                f"unknown goal {index}: session_id runs from {-total} to {total - 1}"
+            )
+        goal = service.goal(index % total)
     entry = service.start(goal, key=key)
     with entry.lock:
         return OrjsonResponse([entry.session.observation(), None])
@@ -116,26 +122,38 @@ async def available_actions(env_idx: EnvIdx, service: ServiceDep) -> Response:
     return _read(service, env_idx, lambda s: s.available_actions())
 
 
+def _instruction_heading(session: Session, page: Page | None = None) -> str:
+    """The text of the page's ``#instruction-text`` heading, which the real server returns:
+    ``Instruction: <text>`` on the search page, ``Instruction:<text>`` (no space) on the
+    others. The done page has none (the real server fails there): it answers as the
+    search page."""
+    page = session.page if page is None else page
+    prefix = "Instruction: " if page in (Page.SEARCH, Page.DONE) else "Instruction:"
+    return prefix + session.instruction_text
+
+
 @router.get("/instruction_text")
 async def instruction_text(env_idx: EnvIdx, service: ServiceDep) -> Response:
-    return _read(service, env_idx, lambda s: s.instruction_text)
+    """The instruction as the current page shows it (see :func:`_instruction_heading`)."""
+    return _read(service, env_idx, _instruction_heading)
 
 
 @router.get("/state")
 async def state(env_idx: EnvIdx, service: ServiceDep) -> Response:
-    """The page as HTML (there is no URL: pages are not served as a web site here)."""
+    """The page as HTML (there is no URL: pages are not served as a web site here) and
+    the instruction as read at reset, from the search page."""
     return _read(
         service,
         env_idx,
         lambda s: {
             "url": "",
             "html": s.observation("html"),
-            "instruction_text": s.instruction_text,
+            "instruction_text": _instruction_heading(s, Page.SEARCH),
         },
     )
 
 
 @router.post("/close")
 async def close(body: CloseQuery, service: ServiceDep) -> Response:
-    """``{closed: false}`` for an id that is not open, as AgentGym's server answers."""
-    return OrjsonResponse({"closed": service.store.delete(_key(body.env_idx))})
+    """``true`` when the env was open and is now closed, ``false`` when it was not open."""
+    return OrjsonResponse(service.store.delete(_key(body.env_idx)))

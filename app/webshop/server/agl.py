@@ -1,15 +1,20 @@
 """Routes of the Agent Lightning WebShop example's server (mounted under ``/agl``).
 
-That server speaks ``POST /reset {session_id?, instruction?}``, ``POST /step {session_id,
-action}`` and ``GET /health``; bad bodies are 400 and errors carry ``"error"``. Here:
+That server speaks ``POST /reset {session_id?, instruction?, task_id?}``, ``POST /step
+{session_id, action}`` and ``GET /health``; bad bodies are 400 and errors carry
+``"error"``. The goal of a reset:
 
-- ``session_id`` that is an integer (or a string of digits) is a goal index: a new
-  session on that goal, under a fresh id returned in the answer;
-- ``session_id`` that is any other string is the caller's own session key: the session
-  under it starts a new episode on its goal, or is created (weighted random goal) when
-  the key is new, as the example's server does;
-- ``instruction`` picks the goal with that instruction text (404 when none has it);
-- neither: a new session on a weighted random goal.
+- ``goal_id`` (or a ``session_id`` that is an integer or a string of digits) is a goal
+  index; an unknown one is a 404;
+- else ``instruction`` picks the goal with that instruction text; the example sends its
+  own task instructions, so one that no goal has gets a weighted random goal with
+  ``info.instruction_matched`` false (true when it matched) rather than an error;
+- else a weighted random goal, also when an existing session is reset (as the example's
+  server draws a new goal for it).
+
+The session: a ``session_id`` that is not a goal index is the caller's own key (the
+session under it starts a new episode, or is created); otherwise a fresh id is returned.
+``task_id`` is accepted and ignored.
 """
 
 from __future__ import annotations
@@ -20,9 +25,15 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import AliasChoices, BaseModel, Field
 
+from app.webshop.env import Goal
 from app.webshop.server.deps import ServiceDep
 from app.webshop.server.responses import OrjsonResponse
-from app.webshop.server.service import MAX_ACTION_CHARS, SessionEntry, WebShopService
+from app.webshop.server.service import (
+    MAX_ACTION_CHARS,
+    GoalNotFoundError,
+    SessionEntry,
+    WebShopService,
+)
 from app.webshop.server.sessions import SessionError
 
 router = APIRouter(prefix="/agl", tags=["agent-lightning"])
@@ -33,6 +44,7 @@ _ID_ALIASES = AliasChoices("session_id", "sessionId")
 
 class ResetBody(BaseModel):
     session_id: int | str | None = Field(default=None, validation_alias=_ID_ALIASES)
+    goal_id: int | None = Field(default=None, validation_alias=AliasChoices("goal_id", "goalId"))
     instruction: str | None = Field(default=None, max_length=MAX_ACTION_CHARS)
 
 
@@ -53,24 +65,29 @@ def _goal_index(session_id: int | str | None) -> int | None:
     return None
 
 
-def _reset(service: WebShopService, body: ResetBody) -> SessionEntry:
-    goal_index = _goal_index(body.session_id)
+def _reset(service: WebShopService, body: ResetBody) -> tuple[SessionEntry, bool | None]:
+    """The started entry, and whether ``instruction`` matched a goal (None: not given)."""
+    digits = _goal_index(body.session_id)
+    goal_index = body.goal_id if body.goal_id is not None else digits
+    if goal_index is not None and body.instruction:
+        raise BadRequestError("give a goal index (goal_id) or an instruction, not both")
+    goal: Goal | None = None
+    matched: bool | None = None
     if goal_index is not None:
-        if body.instruction:
-            raise BadRequestError("give a goal index (session_id) or an instruction, not both")
-        return service.start(service.goal(goal_index), key=KEY_PREFIX + uuid.uuid4().hex)
-    goal = service.goal_by_instruction(body.instruction) if body.instruction else None
-    key = body.session_id if isinstance(body.session_id, str) and body.session_id else None
-    if key is None:
-        return service.start(goal, key=KEY_PREFIX + uuid.uuid4().hex)
-    if goal is None and service.store.contains(key):
-        goal = service.store.get(key).session.goal
-    return service.start(goal, key=key)
+        goal = service.goal(goal_index)
+    elif body.instruction:
+        try:
+            goal = service.goal_by_instruction(body.instruction)
+        except GoalNotFoundError:
+            goal = None
+        matched = goal is not None
+    own_key = body.session_id if isinstance(body.session_id, str) and digits is None else None
+    return service.start(goal, key=own_key or KEY_PREFIX + uuid.uuid4().hex), matched
 
 
 @router.post("/reset")
 async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
-    entry = _reset(service, body or ResetBody())
+    entry, matched = _reset(service, body or ResetBody())
     with entry.lock:
         session = entry.session
         info: dict[str, Any] = {
@@ -78,6 +95,8 @@ async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
             "instruction": session.goal.instruction,
             "available_actions": session.available_actions(),
         }
+        if matched is not None:
+            info["instruction_matched"] = matched
         payload = {
             "session_id": entry.key,
             "observation": session.observation(),

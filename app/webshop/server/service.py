@@ -146,7 +146,7 @@ class WebShopService:
                 }
             )
             entry.num_steps += 1
-            if result.done and entry.purchased_asin is None:
+            if result.done:
                 entry.purchased_asin = _purchased_asin(result)
             available = (
                 entry.session.available_actions() if with_actions and not result.done else None

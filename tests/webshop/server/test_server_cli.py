@@ -75,6 +75,43 @@ def test_env_serve_generated_catalog_logs_startup_and_serves(tmp_path: Path) -> 
     assert "Application shutdown complete" in log.read_text()
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_two_servers_on_one_empty_data_dir_both_come_up(tmp_path: Path) -> None:
+    """Both generate-or-wait for the same catalog at once; both serve the same one."""
+    env = {**os.environ, "WSRL_DATA_DIR": str(tmp_path / "state")}
+    running = []
+    try:
+        for name in ("a", "b"):
+            port, log = _free_port(), tmp_path / f"serve-{name}.log"
+            cmd = [sys.executable, "-m", "app.cli", "env", "serve", "--port", str(port),
+                   "--products", "20000"]  # fmt: skip
+            with log.open("wb") as out:
+                proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            running.append((f"http://127.0.0.1:{port}", proc, log))
+        healths = [_wait_healthy(url, proc, log, timeout_s=120) for url, proc, log in running]
+        assert healths[0]["products"] == healths[1]["products"] == 20000
+        assert healths[0]["goals"] == healths[1]["goals"] > 0
+        for url, _, _ in running:
+            with httpx.Client(base_url=url) as client:
+                sid = client.post("/sessions", json={"goal_id": 0}).json()["session_id"]
+                step = client.post(f"/sessions/{sid}/step", json={"action": "search[shirt]"})
+                assert step.status_code == 200 and step.json()["info"]["valid"]
+    finally:
+        for _, proc, _ in running:
+            _stop(proc)
+    catalogs = tmp_path / "state" / "catalog"
+    assert not [p for p in catalogs.rglob("*") if p.name.endswith(".tmp")]
+
+
 def test_env_serve_refuses_data_with_products(tmp_path: Path) -> None:
     env = {**os.environ, "WSRL_DATA_DIR": str(tmp_path / "state")}
     cmd = [sys.executable, "-m", "app.cli", "env", "serve", "--data", str(tmp_path),

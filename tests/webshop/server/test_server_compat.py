@@ -49,10 +49,31 @@ def test_agentgym_episode_to_buy_matches_in_process(
     state = client.get("/agentgym/state", params={"env_idx": env_idx}).json()
     assert set(state) == {"url", "html", "instruction_text"}
 
-    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() == {"closed": True}
-    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() == {"closed": False}
+    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() is True
+    assert client.post("/agentgym/close", json={"env_idx": env_idx}).json() is False
     gone = client.post("/agentgym/step", json={"env_idx": env_idx, "action": "search[a]"})
     assert gone.status_code == 404
+
+
+def test_agentgym_routes_answer_as_the_real_server(client, webshop_env) -> None:
+    env_idx = client.post("/agentgym/create").json()
+    last = webshop_env.goals[-1]
+    reset = client.post("/agentgym/reset", json={"env_idx": env_idx, "session_id": -1})
+    assert reset.status_code == 200, reset.text
+    assert last.instruction in reset.json()[0]
+    params = {"env_idx": env_idx}
+    heading = client.get("/agentgym/instruction_text", params=params).json()
+    assert heading == f"Instruction: {last.instruction}"
+    step = client.post("/agentgym/step", json={"env_idx": env_idx, "action": "search[tea]"})
+    assert step.json()["info"] is None
+    heading = client.get("/agentgym/instruction_text", params=params).json()
+    assert heading == f"Instruction:{last.instruction}"  # the results page's heading
+    state = client.get("/agentgym/state", params=params).json()
+    assert state["instruction_text"] == f"Instruction: {last.instruction}"
+    too_far = -len(webshop_env.goals) - 1
+    r = client.post("/agentgym/reset", json={"env_idx": env_idx, "session_id": too_far})
+    assert r.status_code == 404 and "goal" in r.json()["detail"]
+    assert client.post("/agentgym/close", json=params).json() is True
 
 
 def test_agentgym_reset_without_goal_draws_one(client) -> None:
@@ -105,16 +126,44 @@ def test_agl_reset_by_digit_string_and_by_instruction(client, webshop_env) -> No
     by_text = client.post("/agl/reset", json={"instruction": instruction.upper()})
     assert by_text.status_code == 200, by_text.text
     assert by_text.json()["info"]["goal_id"] == 5
+    assert by_text.json()["info"]["instruction_matched"] is True
 
 
-def test_agl_own_key_is_created_then_reset_on_same_goal(client) -> None:
+def test_agl_own_key_is_created_then_reset_on_a_new_goal(client) -> None:
     first = client.post("/agl/reset", json={"session_id": "my-run-42"}).json()
     assert first["session_id"] == "my-run-42"
     step = client.post("/agl/step", json={"session_id": "my-run-42", "action": "search[a]"})
     assert step.status_code == 200
-    again = client.post("/agl/reset", json={"session_id": "my-run-42"}).json()
-    assert again["info"]["goal_id"] == first["info"]["goal_id"]
-    assert again["observation"].startswith("WebShop [SEP] Instruction:")
+    goals = set()
+    for _ in range(10):
+        again = client.post("/agl/reset", json={"session_id": "my-run-42"}).json()
+        assert again["session_id"] == "my-run-42"
+        assert again["observation"].startswith("WebShop [SEP] Instruction:")
+        goals.add(again["info"]["goal_id"])
+    assert len(goals) > 1  # a weighted draw per reset, not the first goal kept
+
+
+def test_agl_unmatched_instruction_gets_a_random_goal(client) -> None:
+    body = {"instruction": "buy me a unicorn that no goal asks for", "task_id": "ws_7"}
+    r = client.post("/agl/reset", json=body)
+    assert r.status_code == 200, r.text
+    info = r.json()["info"]
+    assert info["instruction_matched"] is False
+    assert isinstance(info["goal_id"], int)
+    assert (
+        r.json()["observation"]
+        == f"WebShop [SEP] Instruction: [SEP] {info['instruction']} [SEP] Search"
+    )
+
+
+def test_agl_reset_by_goal_id(client, webshop_env) -> None:
+    r = client.post("/agl/reset", json={"goal_id": 7, "session_id": "mine-7"})
+    assert r.status_code == 200, r.text
+    assert r.json()["session_id"] == "mine-7"
+    assert r.json()["info"]["goal_id"] == 7
+    assert r.json()["info"]["instruction"] == webshop_env.goals[7].instruction
+    both = client.post("/agl/reset", json={"goal_id": 7, "instruction": "anything"})
+    assert both.status_code == 400
 
 
 def test_agl_bad_bodies_400_with_error(client) -> None:

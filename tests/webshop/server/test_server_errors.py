@@ -173,7 +173,7 @@ def test_one_megabyte_chunked_body_refused(client) -> None:
         ("GET", "/goals/999999", None),
         ("POST", "/agentgym/reset", "agentgym"),
         ("POST", "/agl/reset", {"session_id": 10**9}),
-        ("POST", "/agl/reset", {"instruction": "buy me a unicorn that no goal asks for"}),
+        ("POST", "/agl/reset", {"goal_id": 10**9}),
     ],
 )
 def test_unknown_goal_404(client, method, path, payload) -> None:

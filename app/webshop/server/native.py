@@ -1,4 +1,4 @@
-"""The native API: sessions by string id, goals, health (the table in CONTRACT.md).
+"""The native API: sessions by string id, goals, health (docs/webshop-protocol.md).
 
 Every route is ``async`` and runs on the event loop: a step is pure CPU-bound Python
 (under a millisecond; a search of 1M products about 2.4 ms), so FastAPI's thread pool

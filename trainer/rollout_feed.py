@@ -15,11 +15,13 @@ from typing import Any
 
 from app.config import Settings
 from app.core.celery import create_celery
-from app.core.enqueue import enqueue_rollouts
+from app.core.endpoint import resume_version
+from app.core.enqueue import enqueue_rollouts, ensure_goals
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.verl.feed import ReadyBatch
 from trainer.batches import Selection
 from trainer.loop import commit_step
+from trainer.publish import committed_step
 from trainer.ready_groups import load_ready_groups
 
 
@@ -33,8 +35,18 @@ class PostgresRolloutFeed:
         self.celery = create_celery(settings)
         self._selection = Selection()
 
-    def request_groups(self, groups: int, group_size: int, split: str) -> None:
+    def resume(self, checkpoint_version: int | None) -> tuple[int, int]:
+        """(the last committed step, the version to serve the loaded weights as), from
+        Postgres: a restart in any state neither repeats a step number nor moves versions
+        back, whatever checkpoint the weights came from."""
         with session_scope(self.sessions) as session:
+            return committed_step(session), resume_version(session, checkpoint_version)
+
+    def request_groups(self, groups: int, group_size: int, split: str) -> None:
+        """Enqueue ``groups`` goals of ``split`` (loading the env server's goals into
+        Postgres first when it has none)."""
+        with session_scope(self.sessions) as session:
+            ensure_goals(session, self.settings, split)
             enqueue_rollouts(
                 session,
                 self.celery,

@@ -26,20 +26,33 @@ def goals(
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = ExportFormat.PARQUET,
     split: SplitOption = None,
 ) -> None:
-    """The goal set as a verl-style RL dataset (prompt, reward_model, extra_info)."""
+    """The goal set as a verl-style RL dataset (prompt, reward_model, extra_info).
+
+    A database without goals is filled from the env server first (``WSRL_ENV_URL``); an
+    empty dataset is an error, never a file with no rows.
+    """
     from app.config import ServicesNotRunningError, get_settings
-    from app.db.session import make_engine
+    from app.core.enqueue import EnqueueError, ensure_goals
+    from app.core.env_client import EnvError
+    from app.db.session import make_engine, session_scope
     from app.exports.goals import export_goals
     from app.exports.writers import ExportDependencyError
 
+    settings = get_settings()
     try:
-        engine = make_engine(get_settings(), json_deserializer=orjson.loads)
+        engine = make_engine(settings, json_deserializer=orjson.loads)
         try:
+            with session_scope(engine) as session:
+                added = ensure_goals(session, settings, split)
+            if added:
+                console.print(f"loaded {added} goals from {settings.env_url}")
             written = export_goals(engine, out, fmt, split=split)
         finally:
             engine.dispose()
-    except (ServicesNotRunningError, ExportDependencyError) as exc:
+    except (ServicesNotRunningError, ExportDependencyError, EnqueueError) as exc:
         raise fail(exc) from exc
+    except EnvError as exc:
+        raise fail(f"no goals in Postgres and {exc} (start it with `wsrl env serve`)") from exc
     console.print(f"wrote {written} goals to {out}")
 
 

@@ -162,25 +162,18 @@ def _run_verl(config_name: str, overrides: list[str]) -> None:
 
 def _sync_goals(settings, split: str) -> None:
     """Load the env server's goals into Postgres when the split has none yet."""
-    from sqlalchemy import select
-
-    from app.core.enqueue import sync_goals
-    from app.core.env_client import EnvClient, EnvError
-    from app.db.models import Goal
+    from app.core.enqueue import EnqueueError, ensure_goals
+    from app.core.env_client import EnvError
     from app.db.session import make_engine, make_sessionmaker, session_scope
 
     engine = make_engine(settings)
     try:
         with session_scope(make_sessionmaker(engine)) as session:
-            if session.scalar(select(Goal.id).where(Goal.split == split).limit(1)) is not None:
-                return
-            with EnvClient.from_settings(settings) as env:
-                added = sync_goals(session, env)
+            added = ensure_goals(session, settings, split)
+        if added:
             console.print(f"loaded {added} goals from {settings.env_url}")
-            if session.scalar(select(Goal.id).where(Goal.split == split).limit(1)) is None:
-                raise fail(
-                    f"the env server at {settings.env_url} has no {split!r} goals; use --split"
-                )
+    except EnqueueError as exc:
+        raise fail(f"{exc}; use --split") from exc
     except EnvError as exc:
         raise fail(f"{exc} (start it with `wsrl env serve`, or use --no-enqueue)") from exc
     finally:

@@ -248,3 +248,25 @@ def sync_goals(session: Session, env_client: EnvClient, *, split: str | None = N
                 break
     logger.info("synced goals from %s: %d added, %d known", env_client.base_url, added, len(known))
     return added
+
+
+def ensure_goals(session: Session, settings: Settings, split: str | None = None) -> int:
+    """Make sure Postgres has goals (of ``split``, or any), loading the env server's when it
+    has none; returns how many were loaded (0 when there were some already).
+
+    Every command that needs goals calls this first (the trainers, the verl feed, ``wsrl
+    export goals``), so a freshly migrated database is filled from the env server instead
+    of failing minutes later. Raises :class:`EnqueueError` when the env server has none
+    either, :class:`~app.core.env_client.EnvError` when it cannot be read.
+    """
+    query = select(Goal.id).limit(1)
+    if split is not None:
+        query = query.where(Goal.split == split)
+    if session.scalar(query) is not None:
+        return 0
+    with EnvClient.from_settings(settings) as env:
+        added = sync_goals(session, env)
+    if session.scalar(query) is None:
+        what = f"no {split!r} goals" if split is not None else "no goals"
+        raise EnqueueError(f"the env server at {settings.env_url} has {what}")
+    return added

@@ -20,6 +20,7 @@ import torch
 pytest.importorskip("verl")
 
 from transformers import AutoTokenizer
+from verl import DataProto
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopMetrics,
     AgentLoopOutput,
@@ -180,3 +181,165 @@ def test_verl_no_padding_conversion_accepts_our_batch(tokenizer, samples_and_rew
     assert packed["input_ids"].offsets().diff().tolist() == lengths
     flat = packed["input_ids"].values().tolist()
     assert flat == [t for s in samples for t in s.input_ids]
+
+
+# --- what verl's update needs: mini-batch multiples, fitting samples, rollout-level GRPO ---
+
+
+def test_any_number_of_turn_samples_passes_verls_mini_batch_split(
+    tokenizer, samples_and_rewards
+) -> None:
+    """verl's ``_update_actor`` splits the batch into ``ppo_mini_batch_size x n`` rows and
+    ``make_iterator`` asserts they divide it: 5 turn-samples against a mini-batch of 4 is
+    the 552 % 64 failure. Padding rows make it divide and carry no token into the loss."""
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    from trainer.backends.verl.dataproto import PAD_ID, pad_to_multiple
+
+    samples, rewards = samples_and_rewards
+    data = build_dataproto(samples, rewards, tokenizer.pad_token_id, PROMPT_LEN, RESPONSE_LEN)
+    with pytest.raises(AssertionError, match="5 % 4"):
+        next(iter(data.make_iterator(mini_batch_size=4, epochs=1)))
+    padded, added = pad_to_multiple(data, 4)
+    assert (len(padded), added) == (8, 3)
+    batches = list(padded.make_iterator(mini_batch_size=4, epochs=1))
+    assert [len(b) for b in batches] == [4, 4]
+    assert padded.batch["response_mask"][5:].sum() == 0
+    assert padded.batch["rm_scores"][5:].sum() == 0
+    assert list(padded.non_tensor_batch["rollout_id"][5:]) == [PAD_ID] * 3
+    assert torch.equal(padded.batch["response_mask"][:5], data.batch["response_mask"])
+    packed = left_right_2_no_padding(padded.to_tensordict())
+    assert len(packed["input_ids"].offsets().diff()) == 8
+    assert pad_to_multiple(padded, 4)[1] == 0
+
+
+def test_an_overlong_sample_is_dropped_alone(tokenizer, samples_and_rewards) -> None:
+    from trainer.backends.verl.dataproto import fitting_samples
+
+    samples, rewards = samples_and_rewards
+    longest = max(len(split_sample(s).response_ids) for s in samples)
+    kept, dropped = fitting_samples(samples, PROMPT_LEN, longest - 1)
+    assert dropped >= 1 and len(kept) == len(samples) - dropped
+    assert all(len(split_sample(s).response_ids) < longest for s in kept)
+    build_dataproto(kept, rewards, tokenizer.pad_token_id, PROMPT_LEN, longest - 1)
+
+
+def _turns(rollout_id: str, group: str, reward: float, turns: int) -> RolloutRecord:
+    """A rollout of ``turns`` calls whose prompts do not extend each other: one sample a turn."""
+    calls = [
+        CallRecord([100 + t, 101 + t], [200 + t, 201 + t], [-0.5, -0.25], 1) for t in range(turns)
+    ]
+    return RolloutRecord(rollout_id, group, reward, calls)
+
+
+def test_grpo_over_rollouts_of_2_and_10_turns_is_verls_grpo_on_their_rewards(tokenizer) -> None:
+    """A group of a 2-turn success and a 10-turn failure (plus two more): each turn-sample
+    carries its rollout's advantage, equal to verl's GRPO on one row per rollout. Per-turn
+    rows would count the failure ten times in the group's mean and std."""
+    from trainer.backends.verl.dataproto import pad_to_multiple, rollout_advantages
+
+    rollouts = [
+        _turns("a", "g", 1.0, 2),
+        _turns("b", "g", 0.0, 10),
+        _turns("c", "g", 0.5, 3),
+        _turns("d", "g", 0.0, 1),
+        _turns("e", "h", 1.0, 2),
+        _turns("f", "h", 1.0, 4),
+    ]
+    rewards = {r.rollout_id: r.reward for r in rollouts}
+    groups = {r.rollout_id: r.group_id for r in rollouts}
+    samples, _ = build_samples(rollouts, rewards, "trajectory", max_tokens=64)
+    assert len(samples) == 22  # one per turn
+    data = build_dataproto(samples, rewards, tokenizer.pad_token_id)
+    data, _ = pad_to_multiple(data, 8)
+    out = rollout_advantages(
+        data, rewards, groups, compute_advantage, adv_estimator=AdvantageEstimator.GRPO
+    )
+    # verl's own GRPO on the rollouts' rewards, one row each
+    ids = sorted(rewards)
+    scores = torch.zeros((len(ids), 4))
+    scores[:, -1] = torch.tensor([rewards[i] for i in ids])
+    level = DataProto.from_dict(
+        tensors={"token_level_rewards": scores, "response_mask": torch.ones((len(ids), 4))},
+        non_tensors={"uid": np.array([groups[i] for i in ids], dtype=object)},
+    )
+    expected = compute_advantage(level, adv_estimator=AdvantageEstimator.GRPO)
+    per_rollout = dict(zip(ids, expected.batch["advantages"][:, 0].tolist(), strict=True))
+    mask = out.batch["response_mask"].bool()
+    for row, rollout in enumerate(out.non_tensor_batch["rollout_id"]):
+        values = out.batch["advantages"][row][mask[row]]
+        if rollout == "__pad__":
+            assert mask[row].sum() == 0 and out.batch["advantages"][row].abs().sum() == 0
+            continue
+        assert torch.allclose(values, torch.full_like(values, per_rollout[rollout]), atol=1e-6)
+    assert torch.all(out.batch["advantages"][~mask] == 0)
+    # the 2-turn success is above its group's mean, the 10-turn failure below, and a group
+    # whose rewards are all equal has no advantage at all
+    assert per_rollout["a"] > 0 > per_rollout["b"]
+    assert per_rollout["e"] == per_rollout["f"] == 0
+    # per-turn GRPO (what verl does on these rows) weighs b ten times: another mean
+    per_turn = build_dataproto(samples, rewards, tokenizer.pad_token_id)
+    per_turn.batch["token_level_rewards"] = per_turn.batch["token_level_scores"]
+    turn_level = compute_advantage(per_turn, adv_estimator=AdvantageEstimator.GRPO)
+    first_of_a = next(i for i, s in enumerate(samples) if s.rollout_id == "a")
+    turn_mask = turn_level.batch["response_mask"][first_of_a].bool()
+    assert not np.isclose(
+        float(turn_level.batch["advantages"][first_of_a][turn_mask][0]), per_rollout["a"]
+    )
+
+
+class _ListFeed:
+    """Stand-in for the Postgres feed (tested on real Postgres in test_verl_feed.py): hands
+    over a fixed batch of complete groups."""
+
+    def __init__(self, rollouts: list[RolloutRecord]) -> None:
+        self.rollouts = rollouts
+
+    def request_groups(self, groups: int, group_size: int, split: str) -> None:
+        pass
+
+    def ready(self, current_version, max_staleness, groups, min_succeeded):
+        from trainer.backends.verl.feed import ReadyBatch
+
+        return ReadyBatch(self.rollouts, {"batch/incomplete": 0.0})
+
+
+def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokenizer) -> None:
+    """``WebShopPPOTrainer._collect`` on the ``fast`` config (its GPU parts never start)."""
+    from trainer.backends.verl.config import load_config
+    from trainer.backends.verl.dataproto import PAD_ID
+    from trainer.backends.verl.trainer import WebShopPPOTrainer
+
+    config = load_config(
+        "fast",
+        [
+            "actor_rollout_ref.rollout.prompt_length=12",
+            "actor_rollout_ref.rollout.response_length=16",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            "actor_rollout_ref.rollout.n=2",
+            "data.train_batch_size=2",
+        ],
+    )
+    long_one = RolloutRecord(
+        "x", "h", 1.0, [CallRecord(list(range(30, 50)), [60, 61], [-0.1, -0.1], 1)]
+    )  # a 20-token prompt: over prompt_length 12
+    rollouts = [
+        _turns("a", "g", 1.0, 2),
+        _turns("b", "g", 0.0, 3),
+        long_one,
+        _turns("y", "h", 0.0, 1),
+    ]
+    trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
+    trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
+    trainer.feed, trainer.version = _ListFeed(rollouts), 0
+    batch, rollout_ids, metrics = trainer._collect()
+    assert rollout_ids == ["a", "b", "x", "y"]
+    assert metrics["batch/dropped_overlong"] == 1.0
+    assert len(batch) % 4 == 0 and metrics["batch/padding_rows"] == len(batch) - 6
+    assert metrics["reward/mean"] == 0.5 and metrics["reward/success"] == 0.5
+    ids = list(batch.non_tensor_batch["rollout_id"])
+    assert "x" not in ids and ids.count(PAD_ID) == metrics["batch/padding_rows"]
+    # y's group still counts x's reward: y (0.0) is below its group's mean (0.5)
+    y_row = ids.index("y")
+    y_mask = batch.batch["response_mask"][y_row].bool()
+    assert float(batch.batch["advantages"][y_row][y_mask][0]) < 0

@@ -15,8 +15,9 @@ later turns' observation tokens (mask 0), is its response.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -130,3 +131,100 @@ def build_dataproto(
         "policy_version_min": np.array([s.policy_version_min for s in samples], dtype=np.int64),
     }
     return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info={})
+
+
+# --- what verl's update needs besides the layout ---------------------------------------------
+
+
+def fitting_samples(
+    samples: Sequence[Sample], prompt_length: int, response_length: int
+) -> tuple[list[Sample], int]:
+    """The samples whose prompt and response fit verl's fixed widths, and how many did not.
+
+    An over-long sample is dropped on its own (and counted) instead of failing the whole
+    batch; truncating it would train on tokens the policy did not see in that order.
+    """
+    kept = []
+    for sample in samples:
+        part = split_sample(sample)
+        if len(part.prompt_ids) <= prompt_length and len(part.response_ids) <= response_length:
+            kept.append(sample)
+    return kept, len(samples) - len(kept)
+
+
+PAD_ID = "__pad__"
+"""``rollout_id`` and ``uid`` of the rows :func:`pad_to_multiple` adds."""
+
+
+def pad_to_multiple(data: DataProto, multiple: int) -> tuple[DataProto, int]:
+    """``data`` with rows added until its size is a multiple of ``multiple``; returns the
+    batch and the number of rows added.
+
+    verl's actor update splits the batch into mini-batches of ``ppo_mini_batch_size x n``
+    rows and asserts that they divide it, but one sample per agent turn makes the batch
+    size whatever the episodes' turns add up to. The added rows copy the first row's tokens
+    (so every row is a valid sequence for verl's no-padding conversion) with
+    ``response_mask``, scores and logprobs zero: they carry no token into the loss.
+    """
+    size = len(data)
+    missing = (-size) % multiple
+    if missing == 0:
+        return data, 0
+    zeroed = {"response_mask", "rm_scores", "token_level_scores", "rollout_log_probs"}
+    tensors = {}
+    for key, value in data.batch.items():
+        extra = value[:1].repeat(missing, *([1] * (value.dim() - 1)))
+        if key in zeroed:
+            extra = torch.zeros_like(extra)
+        tensors[key] = torch.cat([value, extra])
+    non_tensor = {}
+    for key, array in data.non_tensor_batch.items():
+        fill = PAD_ID if array.dtype == object else array[0]
+        non_tensor[key] = np.concatenate([array, np.full(missing, fill, dtype=array.dtype)])
+    batch = TensorDict(tensors, batch_size=size + missing)
+    padded = DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info=dict(data.meta_info))
+    return padded, missing
+
+
+def rollout_advantages(
+    data: DataProto,
+    rewards: Mapping[str, float],
+    groups: Mapping[str, str],
+    compute: Callable[..., DataProto],
+    **estimator: Any,
+) -> DataProto:
+    """Advantages computed over rollouts, each turn-sample carrying its rollout's.
+
+    verl's group estimators (GRPO, RLOO, ...) take the group statistics over the rows of
+    a batch; with one row per agent turn, a 10-turn failure would count ten times against
+    a 2-turn success. Here ``compute`` (verl's ``compute_advantage``) runs on one row per
+    rollout of ``rewards`` (every rollout of the selected groups, including those whose
+    samples were all dropped as too long), grouped by ``groups`` (rollout id -> group id),
+    and each sample's advantage and return is its rollout's on its generated tokens.
+    Padding rows get 0.
+    """
+    ids = sorted(rewards)
+    level = DataProto(
+        batch=TensorDict(
+            {
+                "token_level_rewards": torch.tensor(
+                    [[float(rewards[i])] for i in ids], dtype=torch.float32
+                ),
+                "response_mask": torch.ones((len(ids), 1), dtype=torch.long),
+            },
+            batch_size=len(ids),
+        ),
+        non_tensor_batch={"uid": np.array([groups[i] for i in ids], dtype=object)},
+        meta_info={},
+    )
+    out = compute(level, **estimator)
+    position = {rollout: k for k, rollout in enumerate(ids)}
+    advantages = out.batch["advantages"][:, 0]
+    returns = out.batch["returns"][:, 0]
+    rows = [position.get(r) for r in data.non_tensor_batch["rollout_id"]]
+    per_row_adv = torch.tensor([0.0 if k is None else float(advantages[k]) for k in rows])
+    per_row_ret = torch.tensor([0.0 if k is None else float(returns[k]) for k in rows])
+    mask = data.batch["response_mask"].to(torch.float32)
+    data.batch["advantages"] = per_row_adv[:, None] * mask
+    data.batch["returns"] = per_row_ret[:, None] * mask
+    return data

@@ -26,6 +26,10 @@ class ReadyBatch:
 class RolloutFeed(Protocol):
     """Enqueues GRPO groups and returns them once complete (Postgres decides what is done)."""
 
+    def resume(self, checkpoint_version: int | None) -> tuple[int, int]:
+        """(last committed step, version to serve loaded weights as), from Postgres."""
+        ...
+
     def request_groups(self, groups: int, group_size: int, split: str) -> None:
         """Enqueue ``groups`` new goals with ``group_size`` rollouts each."""
         ...

@@ -40,7 +40,12 @@ from verl.trainer.ppo.reward import extract_reward
 from verl.utils.config import omega_conf_to_dataclass
 
 from app.core.endpoint import EndpointStatus, PolicyEndpoint
-from trainer.backends.verl.dataproto import build_dataproto
+from trainer.backends.verl.dataproto import (
+    build_dataproto,
+    fitting_samples,
+    pad_to_multiple,
+    rollout_advantages,
+)
 from trainer.backends.verl.feed import ReadyBatch, RolloutFeed
 from trainer.samples import build_samples
 
@@ -116,16 +121,28 @@ class WebShopPPOTrainer(RayPPOTrainer):
 
     # --- one step ------------------------------------------------------------------------
     def _collect(self) -> tuple[DataProto, list[str], dict[str, float]]:
-        """Waits for enough complete groups and builds the batch (the replaced generation)."""
+        """Waits for enough complete groups and builds the batch (the replaced generation).
+
+        Over-long samples are dropped one by one (``batch/dropped_overlong``); the batch is
+        padded to a multiple of verl's mini-batch (``batch/padding_rows``); advantages are
+        computed over rollouts, each turn-sample carrying its rollout's.
+        """
         groups = int(self.config.data.train_batch_size)
-        n = int(self.config.actor_rollout_ref.rollout.n)
+        rollout = self.config.actor_rollout_ref.rollout
+        n = int(rollout.n)
         ready = self._wait_for_groups(groups, n)
         rewards = {r.rollout_id: r.reward for r in ready.rollouts}
         max_tokens = int(self.config.data.max_prompt_length + self.config.data.max_response_length)
         samples, stats = build_samples(
             ready.rollouts, rewards, str(self.shop.sample_mode), max_tokens
         )
-        rollout = self.config.actor_rollout_ref.rollout
+        samples, dropped = fitting_samples(samples, rollout.prompt_length, rollout.response_length)
+        if not samples:
+            raise ValueError(
+                f"every sample of this batch is longer than actor_rollout_ref.rollout."
+                f"prompt_length={rollout.prompt_length} / response_length="
+                f"{rollout.response_length}; raise them or lower WSRL_MAX_STEPS."
+            )
         batch = build_dataproto(
             samples,
             rewards,
@@ -133,7 +150,31 @@ class WebShopPPOTrainer(RayPPOTrainer):
             rollout.prompt_length,
             rollout.response_length,
         )
-        return batch, sorted(rewards), {**ready.metrics, **stats.as_metrics()}
+        mini_batch = int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size) * n
+        batch, padding = pad_to_multiple(batch, mini_batch)
+        algo = self.config.algorithm
+        batch = rollout_advantages(
+            batch,
+            rewards,
+            {r.rollout_id: r.group_id for r in ready.rollouts},
+            compute_advantage,
+            adv_estimator=algo.adv_estimator,
+            gamma=algo.gamma,
+            lam=algo.lam,
+            num_repeat=n,
+            norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
+            config=algo,
+        )
+        rewards_list = list(rewards.values())
+        metrics = {
+            **ready.metrics,
+            **stats.as_metrics(),
+            "reward/mean": float(np.mean(rewards_list)),
+            "reward/success": float(np.mean([r == 1.0 for r in rewards_list])),
+            "batch/dropped_overlong": float(dropped),
+            "batch/padding_rows": float(padding),
+        }
+        return batch, sorted(rewards), metrics
 
     def _wait_for_groups(self, groups: int, group_size: int) -> ReadyBatch:
         """Polls the feed until ``groups`` groups are ready, or fewer once nothing is still
@@ -170,26 +211,19 @@ class WebShopPPOTrainer(RayPPOTrainer):
         reward_tensor, _ = extract_reward(batch)
         batch.batch["token_level_scores"] = reward_tensor
         batch.batch["token_level_rewards"] = reward_tensor
-        algo = self.config.algorithm
-        batch = compute_advantage(
-            batch,
-            adv_estimator=algo.adv_estimator,
-            gamma=algo.gamma,
-            lam=algo.lam,
-            num_repeat=self.config.actor_rollout_ref.rollout.n,
-            norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
-            config=algo,
-        )
+        # Advantages were computed over rollouts in _collect (rollout_advantages).
         output = self._update_actor(batch)
         for key, values in output.meta_info["metrics"].items():
             metrics[key] = float(np.mean(values))
-        metrics["critic/score/mean"] = float(reward_tensor.sum(-1).mean())
 
     def fit(self) -> None:
         """Runs ``trainer.total_training_steps`` updates, publishing each new version."""
         self.global_steps = 0
-        self._load_checkpoint()
-        self.version = self.global_steps
+        self._load_checkpoint()  # the checkpoint's step, 0 without one
+        checkpoint = self.global_steps or None
+        # Step and version come from Postgres: a restart between checkpoints (or in a new
+        # container) continues after the last committed step, and versions only go up.
+        self.global_steps, self.version = self.feed.resume(checkpoint)
         self.serving_checkpoints.update_weights(self.global_steps)
         self.publish(self._endpoint(EndpointStatus.SERVING))
         while self.global_steps < self.total_training_steps:
@@ -214,5 +248,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
             )
 
 
-def _short(metrics: dict[str, float], keys: Sequence[str] = ("critic/score/mean",)) -> str:
+def _short(
+    metrics: dict[str, float], keys: Sequence[str] = ("reward/mean", "reward/success")
+) -> str:
     return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)

@@ -193,8 +193,8 @@ def test_export_goals_split_filter(export_db: tuple[str, Engine, Dataset], tmp_p
     assert ids == [data.goals["test_a"], data.goals["test_b"]]
 
 
-def _wsrl(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    settings = Settings(_env_file=None, database_url=url)
+def _wsrl(url: str, *args: str, **settings_values: Any) -> subprocess.CompletedProcess[str]:
+    settings = Settings(_env_file=None, database_url=url, **settings_values)
     return subprocess.run(
         [*WSRL, *args],
         env=child_env(settings),
@@ -231,3 +231,17 @@ def test_wsrl_export_unknown_format_is_an_error(export_db: tuple[str, Engine, Da
     done = _wsrl(url, "export", "trajectories", "--format", "csv", "--out", "/tmp/x.csv")
     assert done.returncode == 2
     assert "csv" in done.stderr
+
+
+def test_wsrl_export_goals_on_an_empty_database_without_env_is_an_error(
+    make_database: Callable[[], str], tmp_path: Path
+) -> None:
+    """It wrote '0 goals' and exited 0; now it loads the env server's goals first, and
+    says so when it cannot."""
+    url = make_database()
+    migrate.upgrade(url)
+    out = tmp_path / "goals.parquet"
+    done = _wsrl(url, "export", "goals", "--out", str(out), env_url="http://127.0.0.1:9")
+    assert done.returncode == 1
+    assert "no goals in Postgres" in done.stderr and "wsrl env serve" in done.stderr
+    assert not out.exists()

@@ -92,3 +92,23 @@ def test_fast_config_trains_one_step_on_gpu() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr[-4000:]
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_checkpoints_go_to_the_data_volume_and_are_bounded(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WSRL_DATA_DIR", "/data")
+    config = load_config(name)
+    assert str(config.trainer.default_local_dir).startswith("/data/checkpoints/verl/")
+    assert config.trainer.max_actor_ckpt_to_keep == 2
+    assert config.webshop.checkpoint_gib > 0
+
+
+def test_too_little_disk_for_the_checkpoints_is_refused() -> None:
+    from trainer.backends.verl.config import check_checkpoint_disk
+
+    config = load_config("qwen3b")  # 36 GiB a checkpoint, 2 kept + 1 being written
+    check_checkpoint_disk(config, free_bytes=200 * 2**30)
+    with pytest.raises(ValueError, match="need about 108 GiB"):
+        check_checkpoint_disk(config, free_bytes=50 * 2**30)

@@ -76,6 +76,28 @@ def _check_async(config: DictConfig) -> None:
         )
 
 
+def check_checkpoint_disk(config: DictConfig, free_bytes: int | None = None) -> None:
+    """Refuse to start when the checkpoint folder's disk cannot hold the checkpoints kept
+    plus the one being written (``webshop.checkpoint_gib`` each); says what to change."""
+    import shutil
+
+    trainer = config.trainer
+    if trainer.save_freq is None or trainer.save_freq <= 0:
+        return
+    folder = Path(str(trainer.default_local_dir))
+    probe = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    free = shutil.disk_usage(probe).free if free_bytes is None else free_bytes
+    keep = trainer.max_actor_ckpt_to_keep or 1
+    needed = (keep + 1) * float(config.webshop.checkpoint_gib) * 2**30
+    if free < needed:
+        raise ValueError(
+            f"{folder} has {free / 2**30:.0f} GiB free; {keep} kept checkpoint(s) plus the one "
+            f"being written need about {needed / 2**30:.0f} GiB "
+            f"({config.webshop.checkpoint_gib} GiB each). Free disk, point WSRL_DATA_DIR at a "
+            "larger volume, lower trainer.max_actor_ckpt_to_keep or raise trainer.save_freq."
+        )
+
+
 ASYNC_OVERRIDES = (
     "webshop.mode=async",
     "webshop.max_staleness=1",

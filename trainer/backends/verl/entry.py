@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from trainer.backends.verl.config import load_config
+from trainer.backends.verl.config import check_checkpoint_disk, load_config
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,7 @@ def train(config_name: str, overrides: Sequence[str] = ()) -> None:
             "the verl backend needs NVIDIA GPUs (vLLM + FSDP); none is visible. Use "
             "`wsrl train --backend local` on CPU, or the compose profile `gpu`."
         )
+    check_checkpoint_disk(config)
     from verl.trainer.main_ppo import run_ppo
 
     logger.info("verl config %s: model %s", config_name, config.actor_rollout_ref.model.path)

@@ -1,0 +1,121 @@
+"""``wsrl doctor``: every failure it names, and its fix, against real services."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.commands.doctor import (
+    disk_check,
+    gpu_checks,
+    model_check,
+    service_checks,
+    settings_check,
+)
+from app.config import Settings
+from app.db import migrate
+from app.db.models import Goal
+from app.db.session import make_engine, session_scope
+
+pytest.importorskip("verl")
+from trainer.backends.verl.config import load_config
+
+runner = CliRunner()
+DEAD = "127.0.0.1:9"
+
+
+def _by_name(checks) -> dict:
+    return {c.name: c for c in checks}
+
+
+def test_without_a_gpu_the_gpu_checks_fail_with_their_fix() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    checks = _by_name(gpu_checks())
+    assert not checks["GPU"].ok and "NVIDIA Container Toolkit" in checks["GPU"].fix
+    assert checks["import verl"].ok
+    assert not checks["import flash_attn"].ok and "trainer image" in checks["import flash_attn"].fix
+
+
+def test_unreachable_services_fail_with_their_fix(test_settings: Settings) -> None:
+    settings = test_settings.model_copy(
+        update={
+            "database_url": f"postgresql+psycopg://postgres@{DEAD}/x",
+            "redis_url": f"redis://{DEAD}/0",
+            "env_url": f"http://{DEAD}",
+        }
+    )
+    checks = _by_name(service_checks(settings, "train"))
+    for name, fix in (
+        ("Postgres", "WSRL_DATABASE_URL"),
+        ("Redis", "WSRL_REDIS_URL"),
+        ("env server", "WSRL_ENV_URL"),
+    ):
+        assert not checks[name].ok, name
+        assert fix in checks[name].fix
+
+
+def test_goals_absent_then_present(
+    make_database: Callable[[], str], test_settings: Settings
+) -> None:
+    url = make_database()
+    settings = test_settings.model_copy(update={"database_url": url})
+    unmigrated = _by_name(service_checks(settings, "test"))["goals"]
+    assert not unmigrated.ok and "wsrl db upgrade" in unmigrated.detail
+    migrate.upgrade(url)
+    empty = _by_name(service_checks(settings, "test"))["goals"]
+    assert not empty.ok and "no 'test' goals" in empty.detail and "wsrl enqueue" in empty.fix
+    engine = make_engine(settings)
+    with session_scope(engine) as session:
+        session.add(
+            Goal(
+                id=1, split="test", asin="B0", instruction="i", attributes=[], goal_options={},
+                weight=1.0, source="synthetic",
+            )
+        )  # fmt: skip
+    engine.dispose()
+    assert _by_name(service_checks(settings, "test"))["goals"].ok
+
+
+def test_settings_the_workers_would_not_play_fail(test_settings: Settings) -> None:
+    config = load_config("fast")
+    wrong = test_settings.model_copy(update={"agent_mode": "text"})
+    check = settings_check(wrong, config, "fast")
+    assert not check.ok and "WSRL_AGENT_MODE=text" in check.detail
+    right = test_settings.model_copy(update={"agent_mode": "tools", "max_steps": 15})
+    assert settings_check(right, config, "fast").ok
+
+
+def test_too_little_disk_fails() -> None:
+    config = load_config("qwen3b")
+    assert not disk_check(config, free_bytes=2**30).ok
+    assert disk_check(config, free_bytes=2**40).ok
+
+
+def test_a_model_folder_without_config_fails(tmp_path: Path) -> None:
+    assert not model_check(str(tmp_path)).ok
+    (tmp_path / "config.json").write_text("{}")
+    assert model_check(str(tmp_path)).ok
+    assert "not cached" in model_check("no-such-org/no-such-model").detail
+
+
+def test_wsrl_doctor_exits_1_and_prints_each_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.config import get_settings
+
+    monkeypatch.setenv("WSRL_DATABASE_URL", f"postgresql+psycopg://postgres@{DEAD}/x")
+    monkeypatch.setenv("WSRL_REDIS_URL", f"redis://{DEAD}/0")
+    monkeypatch.setenv("WSRL_ENV_URL", f"http://{DEAD}")
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(cli, ["doctor", "--backend", "local"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 1
+    assert result.output.count("FAIL") == 4
+    assert "fix: start it" in result.output
+    assert "0 of 4 checks passed" in result.output

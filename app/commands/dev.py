@@ -180,9 +180,11 @@ def where_to_look(settings, run_log: Path) -> list[str]:
     lines = [f"logs: {run_log} (and {run_log.with_suffix('')}/); `make logs-latest` follows it"]
     backends = parse_backends(settings.metrics_loggers)
     if "tensorboard" in backends:
+        installed = Path(sys.executable).parent / "tensorboard"
+        tensorboard = str(installed) if installed.is_file() else "tensorboard"
         lines.append(
             f"curves: TensorBoard event files in {metrics_dir(settings)}; open them with "
-            f"`tensorboard --logdir {metrics_dir(settings)}` (http://localhost:6006)"
+            f"`{tensorboard} --logdir {metrics_dir(settings)}` (http://localhost:6006)"
         )
     if others := [b for b in backends if b != "tensorboard"]:
         lines.append(f"curves: also logged to {', '.join(others)}")

@@ -58,7 +58,7 @@ def test_dev_run_output_goes_to_the_terminal_and_the_run_log(
 def test_dev_says_where_the_curves_and_logs_are(tmp_path: Path) -> None:
     run_log, _ = new_run(tmp_path)
     text = "\n".join(dev.where_to_look(_settings(tmp_path), run_log))
-    assert f"tensorboard --logdir {tmp_path / 'tensorboard'}" in text
+    assert f"tensorboard --logdir {tmp_path / 'tensorboard'}`" in text
     assert str(run_log) in text and "make logs-latest" in text and "make watch" in text
     quiet = dev.where_to_look(_settings(tmp_path, metrics_loggers="none"), run_log)
     assert not any("tensorboard" in line for line in quiet)

@@ -40,8 +40,23 @@ services: setup  ## start the embedded PostgreSQL and Redis (unless WSRL_* URLs 
 services-stop: setup  ## stop the embedded services
 	$(WSRL) services stop
 
-dev: services  ## the whole stack on this machine (foreground; Ctrl-C stops it)
+dev: services  ## the whole stack on this machine (foreground; Ctrl-C stops it; output kept in .wsrl/logs/dev-<time>.log)
 	$(WSRL) dev
+
+# --- watching a `make dev` run from another terminal -------------------------------------
+.PHONY: watch watch-steps watch-progress logs-latest
+
+watch: setup  ## tmux, three panes: agent decisions, training progress, env server log
+	$(WSRL) view
+
+watch-steps: setup  ## the agents' decisions live ([TASK]/[STEP]/[DONE] of every worker)
+	$(WSRL) watch
+
+watch-progress: setup  ## training progress of the newest `make dev` run (steps, held-out rounds)
+	$(WSRL) logs --follow
+
+logs-latest: setup  ## follow the newest `make dev` run's log (wsrl logs NAME for a process)
+	$(WSRL) logs --follow
 
 # --- training, evaluation and the Docker Compose stack -----------------------------------
 COMPOSE ?= docker compose

@@ -119,6 +119,16 @@ class Settings(BaseSettings):
         "wsrl:logs", description="Redis pub/sub channel of the agents' log lines (wsrl watch)."
     )
 
+    # --- training curves (trainer/tracking.py) -------------------------------------------
+    metrics_loggers: str = Field(
+        "tensorboard",
+        description="Where train-step and evaluation metrics go besides the console: "
+        "comma-separated tensorboard, wandb, mlflow, or none.",
+    )
+    metrics_dir: Path | None = Field(
+        None, description="TensorBoard event files; unset = <data_dir>/tensorboard."
+    )
+
     # --- the agent and its LLM calls (app/core/agent.py, workers/llm.py) ---------------
     agent_history_steps: int = Field(
         4, description="Previous steps (action + short observation) shown in each prompt."

@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,15 @@ from trainer.tiny_policy import (
 
 logger = logging.getLogger(__name__)
 MANIFEST = "bootstrap.json"
+
+Progress = Callable[[str, int, int, str], None]
+"""``(phase, done, total, detail)``, called as the bootstrap goes: phases
+``demonstrations``, ``tokenizer``, ``copy pretraining``, ``imitation`` (detail: epoch and
+loss). The CLI draws it (:class:`app.progress.WorkProgress`)."""
+
+
+def _no_progress(phase: str, done: int, total: int, detail: str) -> None:
+    """The default :data:`Progress`: nothing shown."""
 
 
 @dataclass(frozen=True)
@@ -153,14 +163,20 @@ def _nll(model: Any, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
-def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_id: int) -> float:
+def supervised(
+    model: Any,
+    samples: list[Sample],
+    config: BootstrapConfig,
+    pad_id: int,
+    progress: Progress = _no_progress,
+) -> float:
     """Trains ``model`` on the masked tokens of ``samples``; returns the last epoch's loss."""
     rng = random.Random(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
     total = config.epochs * -(-len(samples) // config.batch_size)
     step, losses = 0, []
     model.train()
-    for _ in range(config.epochs):
+    for epoch in range(config.epochs):
         losses = []
         for chunk in _batches(samples, config.batch_size, rng):
             loss = action_nll(model, collate(chunk, pad_id), config.context_weight)
@@ -172,6 +188,8 @@ def supervised(model: Any, samples: list[Sample], config: BootstrapConfig, pad_i
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
             step += 1
+            detail = f"epoch {epoch + 1}/{config.epochs}, loss {sum(losses) / len(losses):.3f}"
+            progress("imitation", step, total, detail)
         logger.info("epoch loss %.4f (%d steps)", sum(losses) / max(len(losses), 1), step)
     model.eval()
     return sum(losses) / max(len(losses), 1)
@@ -185,7 +203,13 @@ def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None
     return manifest if manifest.get("config") == json.loads(json.dumps(asdict(config))) else None
 
 
-def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool = False) -> dict:
+def bootstrap(
+    env: WebShopEnv,
+    out: Path,
+    config: BootstrapConfig,
+    force: bool = False,
+    progress: Progress = _no_progress,
+) -> dict:
     """Builds (or reuses) the warm-started tiny policy in ``out``; returns its manifest."""
     if not force and (manifest := cached_manifest(out, config)) is not None:
         logger.info("tiny policy cached in %s", out)
@@ -200,26 +224,37 @@ def bootstrap(env: WebShopEnv, out: Path, config: BootstrapConfig, force: bool =
         )
     rng = random.Random(config.seed)
     goal_ids = rng.sample(train, config.episodes)
+    progress("demonstrations", 0, 4, "episodes")
     demos = demonstrations.collect(env, goal_ids, config.max_steps, config.history_steps)
     others = [g for g in train if g not in set(goal_ids)]
+    progress("demonstrations", 1, 4, "search drills")
     demos += _drills(env, _some(rng, others, config.search_goals), 1, ("search",), config)
+    progress("demonstrations", 2, 4, "result-page drills")
     demos += _drills(env, _some(rng, others, config.result_goals), 2, ("item",), config)
+    progress("demonstrations", 3, 4, "item-page drills")
     item_page = ("option", "buy")
     demos += _drills(
         env, _some(rng, others, config.option_goals), config.max_steps, item_page, config
     )
+    progress("demonstrations", 4, 4, f"{len(demos)} steps")
+    progress("tokenizer", 0, 1, "")
     tokenizer = train_tokenizer(
         _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]),
         config.size.vocab_size,
         _product_ids(env),
     )
+    progress("tokenizer", 1, 1, f"{len(tokenizer)} tokens")
     model = build_model(tokenizer, config.size, config.seed)
     copy_accuracy = copy_pretrain(
-        model, (len(SPECIAL_TOKENS), len(tokenizer)), config.copy, config.seed
+        model,
+        (len(SPECIAL_TOKENS), len(tokenizer)),
+        config.copy,
+        config.seed,
+        on_step=lambda done: progress("copy pretraining", done, config.copy.steps, ""),
     )
     logger.info("copy pretraining: accuracy %.3f", copy_accuracy)
     samples = [demonstrations.to_sample(d, tokenizer) for d in demos]
-    loss = supervised(model, samples, config, tokenizer.pad_token_id)
+    loss = supervised(model, samples, config, tokenizer.pad_token_id, progress)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

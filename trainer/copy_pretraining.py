@@ -11,6 +11,7 @@ sequences (a minute on a CPU), and the demonstrations then only teach *what* to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -41,15 +42,19 @@ def copy_batch(
 
 
 def copy_pretrain(
-    model: torch.nn.Module, vocab: tuple[int, int], task: CopyTask, seed: int
+    model: torch.nn.Module,
+    vocab: tuple[int, int],
+    task: CopyTask,
+    seed: int,
+    on_step: Callable[[int], None] | None = None,
 ) -> float:
     """Trains ``model`` to predict each repeated token; returns the copy accuracy (greedy) of
-    the last batch."""
+    the last batch. ``on_step`` gets the number of steps done after each."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=task.lr, weight_decay=0.01)
     model.train()
     accuracy = 0.0
-    for _ in range(task.steps):
+    for step in range(task.steps):
         input_ids, span = copy_batch(vocab, task, generator)
         hidden = model.model(input_ids=input_ids).last_hidden_state  # (B, T, H)
         # Position t predicts token t + 1: the repeat's tokens come from the positions
@@ -61,5 +66,7 @@ def copy_pretrain(
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         accuracy = (logits.argmax(-1) == span).float().mean().item()
+        if on_step is not None:
+            on_step(step + 1)
     model.eval()
     return accuracy

@@ -27,6 +27,7 @@ from trainer.loop import LoopOptions, TrainLoop
 from trainer.policy_server import PolicyServer, ServerHandle
 from trainer.publish import Publisher
 from trainer.scheduler import Scheduler
+from trainer.tracking import MetricsLogger
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class LocalTrainer:
         return self.handle.base_url
 
     def close(self) -> None:
+        if self.loop.metrics is not None:
+            self.loop.metrics.close()
         self.handle.stop()
         self.redis.close()
         self.engine.dispose()
@@ -69,8 +72,10 @@ def start_local_trainer(
     policy_host: str = "127.0.0.1",
     policy_port: int = 0,
     model_name: str = "policy",
+    metrics: MetricsLogger | None = None,
 ) -> LocalTrainer:
-    """Resume (or start) a run and publish its weights; the caller runs ``loop.run``."""
+    """Resume (or start) a run and publish its weights; the caller runs ``loop.run``.
+    ``metrics`` receives every step (closed by :meth:`LocalTrainer.close`)."""
     engine = make_engine(settings, pool_size=4)
     sessions = make_sessionmaker(engine)
     checkpoint, done, version = TrainLoop.resume_point(sessions, options.checkpoint_dir)
@@ -103,7 +108,15 @@ def start_local_trainer(
             eval_sampling=eval_sampling,
         )
     loop = TrainLoop(
-        config, options, sessions, backend, publisher, scheduler, step=done, version=version
+        config,
+        options,
+        sessions,
+        backend,
+        publisher,
+        scheduler,
+        step=done,
+        version=version,
+        metrics=metrics,
     )
     publisher.publish(version, EndpointStatus.SERVING, str(source))
     return LocalTrainer(loop, handle, engine, redis, checkpoint.path if checkpoint else None)

@@ -14,6 +14,8 @@ One step, top to bottom:
    twice, even by two trainers on one database.
 6. **sync / publish** - publish version v+1 ``paused``, swap the weights into the policy
    server, publish ``serving``; the phase times are then merged into the step's metrics.
+7. **log** - the step's metrics, and every held-out round finished meanwhile, go to the
+   metrics logger (:mod:`trainer.tracking`: TensorBoard, W&B, MLflow).
 
 Groups that can never be trained are *retired* in the same transaction: a complete group
 whose oldest call is more than ``max_staleness`` versions old (versions only go up, so it
@@ -54,6 +56,7 @@ from trainer.publish import Publisher, committed_step
 from trainer.ready_groups import load_ready_groups, record_train_step
 from trainer.samples import RolloutRecord, build_samples
 from trainer.scheduler import Scheduler
+from trainer.tracking import EvalRounds, MetricsLogger
 
 logger = logging.getLogger(__name__)
 
@@ -158,10 +161,13 @@ class TrainLoop:
         *,
         step: int,
         version: int,
+        metrics: MetricsLogger | None = None,
     ) -> None:
         self.config, self.options, self.sessions = config, options, sessions
         self.backend, self.publisher, self.scheduler = backend, publisher, scheduler
         self.step, self.version = step, version
+        self.metrics = metrics
+        self.eval_rounds = EvalRounds(sessions, metrics) if metrics is not None else None
 
     # --- start / restart ---------------------------------------------------------------
 
@@ -271,9 +277,14 @@ class TrainLoop:
             if self.options.eval_every and version % self.options.eval_every == 0:
                 self._enqueue_eval()
         times["time/step_s"] = sum(v for k, v in times.items() if k != "time/wait_s")
+        times["perf/episodes_per_s"] = len(records) / max(wait_s + times["time/step_s"], 1e-9)
         with session_scope(self.sessions) as session:
             merge_metrics(session, step, times)
         metrics.update(times)
+        if self.metrics is not None:
+            self.metrics.log(metrics, step)
+        if self.eval_rounds is not None:
+            self.eval_rounds.log_finished()
         logger.info(
             "step %d -> v%d: reward %.3f success %.2f on %d rollouts (%.1f s)",
             step,

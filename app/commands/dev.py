@@ -4,8 +4,11 @@ Starts (or reuses) the embedded PostgreSQL and Redis and migrates the database, 
 the tiny policy if it is not cached, then runs as child processes: the WebShop env
 server, the API, one Celery worker (threads), Flower, the reconciler loop and the
 trainer (local backend). It prints a progress line while waiting and one line per train
-step. Ctrl-C stops every child it started (see :mod:`app.supervisor`); running it again
-resumes training from the last checkpoint. Child logs: ``<data_dir>/logs/dev/``.
+step, and where the TensorBoard curves are. Ctrl-C stops every child it started (see
+:mod:`app.supervisor`) and says that the embedded services still run and how to stop them;
+running it again resumes training from the last checkpoint. What it prints goes to
+``<data_dir>/logs/dev-<time>.log`` too, its children's output to ``<data_dir>/logs/dev-<time>/``
+(:mod:`app.commands.logs`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import typer
 from rich.console import Console
 
 from app.commands import fail
+from app.commands.logs import new_run
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -32,6 +36,23 @@ POLL_S = 1.0
 
 class _Stop(Exception):
     """SIGTERM/SIGINT arrived."""
+
+
+class RunOutput:
+    """What ``wsrl dev`` prints, on the terminal and (plain text) in the run's log file."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = path.open("a", buffering=1)
+        self._log = Console(file=self._file, color_system=None, width=200, soft_wrap=True)
+
+    def print(self, text: str, *, error: bool = False) -> None:
+        (err_console if error else console).print(text)
+        self._log.print(text, highlight=False)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _port(url: str) -> int:
@@ -103,7 +124,9 @@ def dev(
         from app.commands.train import ensure_tiny_policy
 
         model = ensure_tiny_policy(settings.data_dir)
-    supervisor = Supervisor(settings.data_dir / "logs" / "dev", env=_child_env(settings, model))
+    run_log, children_logs = new_run(settings.data_dir)
+    out = RunOutput(run_log)
+    supervisor = Supervisor(children_logs, env=_child_env(settings, model))
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupt(*_: object) -> None:
@@ -118,19 +141,20 @@ def dev(
         trainer_options += ["--eval-every", str(eval_every), "--eval-goals", str(eval_goals)]
         trainer_options += ["--steps", str(steps)] if steps is not None else []
         _start_children(supervisor, settings, model, trainer_options, threads)
-        console.print(
+        out.print(
             f"[bold]webshop-rl dev[/bold] up in {time.monotonic() - started:.0f}s: "
             f"env {settings.env_url}, API {settings.api_url}/docs, "
-            f"Flower http://127.0.0.1:{settings.flower_port} (user wsrl), "
-            f"logs {supervisor.log_dir}; Ctrl-C stops everything"
+            f"Flower http://127.0.0.1:{settings.flower_port} (user wsrl); Ctrl-C stops everything"
         )
         pids = ", ".join(f"{c.name} {c.pid}" for c in supervisor.children)
-        console.print(f"processes (pid): {pids}")
-        _monitor(supervisor, settings, started)
+        out.print(f"processes (pid): {pids}")
+        for line in where_to_look(settings, run_log):
+            out.print(line)
+        _monitor(supervisor, settings, started, out)
     except _Stop:
-        console.print("stopping ...")
+        out.print("stopping ...")
     except ChildFailed as exc:
-        err_console.print(f"[red]Error:[/red] {exc}")
+        out.print(f"[red]Error:[/red] {exc}", error=True)
         code = 1
     finally:
         for signum in previous:
@@ -138,8 +162,50 @@ def dev(
         supervisor.stop_all()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    console.print("all dev processes stopped")
+        out.print("all dev processes stopped")
+        for line in still_running(settings):
+            out.print(line)
+        out.close()
     raise typer.Exit(code)
+
+
+def where_to_look(settings, run_log: Path) -> list[str]:
+    """The lines that say where the curves, the logs and the live views are."""
+    from trainer.tracking import metrics_dir, parse_backends
+
+    lines = [f"logs: {run_log} (and {run_log.with_suffix('')}/); `make logs-latest` follows it"]
+    backends = parse_backends(settings.metrics_loggers)
+    if "tensorboard" in backends:
+        installed = Path(sys.executable).parent / "tensorboard"
+        tensorboard = str(installed) if installed.is_file() else "tensorboard"
+        lines.append(
+            f"curves: TensorBoard event files in {metrics_dir(settings)}; open them with "
+            f"`{tensorboard} --logdir {metrics_dir(settings)}` (http://localhost:6006)"
+        )
+    if others := [b for b in backends if b != "tensorboard"]:
+        lines.append(f"curves: also logged to {', '.join(others)}")
+    lines.append("live view: `make watch` (tmux: agent steps, training progress, env server)")
+    return lines
+
+
+SERVICE_NAMES = {"postgres": "PostgreSQL", "redis": "Redis"}
+
+
+def still_running(settings) -> list[str]:
+    """What ``wsrl dev`` leaves running on purpose (the embedded services, so the next run
+    starts fast and keeps its data), and how to stop it."""
+    from app.embedded.services import services_status
+
+    running = [r for r in services_status(settings) if r.state == "running"]
+    if not running:
+        return []
+    ports = {"postgres": settings.embedded_postgres_port, "redis": settings.embedded_redis_port}
+    names = " and ".join(f"{SERVICE_NAMES[r.name]} (port {ports[r.name]})" for r in running)
+    return [
+        f"still running: the embedded {names}, data under {settings.data_dir}; "
+        "`make dev` reuses them",
+        "stop them with `wsrl services stop` (or `make services-stop`)",
+    ]
 
 
 def _child_env(settings, model: Path) -> dict[str, str] | None:
@@ -195,7 +261,7 @@ def _start_children(
     supervisor.wait_ready(trainer, _log_says("trainer: policy"), timeout_s=300)
 
 
-def _monitor(supervisor, settings, started: float) -> None:
+def _monitor(supervisor, settings, started: float, out: RunOutput) -> None:
     """Print progress until a child exits (the trainer ending after --steps is normal)."""
     from app.db.session import make_engine, make_sessionmaker
     from app.progress import TrainingProgress
@@ -206,17 +272,17 @@ def _monitor(supervisor, settings, started: float) -> None:
     try:
         while True:
             for line in progress.new_step_lines():
-                console.print(line)
+                out.print(line)
             if time.monotonic() - last >= PROGRESS_EVERY_S:
                 # Rounds take minutes to play: looking for finished ones at this pace is enough.
                 for line in progress.new_eval_lines():
-                    console.print(line)
-                console.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
+                    out.print(line)
+                out.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
                 last = time.monotonic()
             trainer = next(c for c in supervisor.children if c.name == "trainer")
             if not trainer.alive() and trainer.proc.returncode == 0:
                 for line in progress.new_step_lines():
-                    console.print(line)
+                    out.print(line)
                 return
             supervisor.check()
             time.sleep(POLL_S)

@@ -147,19 +147,12 @@ def _enqueue(
 def _wait_with_progress(
     sessions: sessionmaker[Session], ids: list[uuid.UUID], timeout: float
 ) -> list[float | None]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    """A bar on a terminal, a plain line every 10 s otherwise (:class:`WorkProgress`)."""
+    from app.progress import WorkProgress
 
-    with Progress(
-        "{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("evaluating", total=len(ids))
+    with WorkProgress(console) as progress:
         return wait_for_rollouts(
-            sessions, ids, timeout, lambda done: bar.update(task, completed=done)
+            sessions, ids, timeout, lambda done: progress.update("evaluating", done, len(ids))
         )
 
 

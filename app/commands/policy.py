@@ -44,6 +44,7 @@ def bootstrap_command(
     No download: the tokenizer is trained on the catalog and the action grammar.
     """
     from app.config import get_settings
+    from app.progress import WorkProgress
     from app.webshop.env import WebShopEnv
     from trainer.bootstrap import BootstrapConfig, bootstrap
     from trainer.tiny_policy import TinySize
@@ -65,7 +66,8 @@ def bootstrap_command(
     env = WebShopEnv.load(
         settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
     )
-    manifest = bootstrap(env, target, config, force=force)
+    with WorkProgress(console) as progress:
+        manifest = bootstrap(env, target, config, force=force, progress=progress.update)
     state = "cached" if manifest["cached"] else f"built in {manifest['seconds']:.0f} s"
     console.print(
         f"tiny policy in {target} ({state}): {manifest['parameters']:,} parameters, "

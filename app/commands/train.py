@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -184,9 +185,11 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
     from trainer.config import TrainerConfig
     from trainer.local_run import default_checkpoint_dir, start_local_trainer
     from trainer.loop import LoopOptions
+    from trainer.tracking import MetricsLogger
 
     try:
         config = TrainerConfig.preset(preset, **config_args)
+        metrics = MetricsLogger.from_settings(settings, "local", config=asdict(config))
     except ValueError as exc:
         raise fail(exc) from exc
     if kw["enqueue"]:
@@ -207,6 +210,7 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         eval_goals=kw["eval_goals"],
         eval_sampling=kw["eval_sampling"],
         policy_port=kw["policy_port"],
+        metrics=metrics,
     )
     loop = trainer.loop
     source = trainer.resumed_from or model_path
@@ -215,6 +219,10 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         f"next step {loop.step + 1}",
         highlight=False,
     )
+    if metrics.backends:
+        console.print(f"trainer: metrics to {', '.join(metrics.backends)}", highlight=False)
+    if metrics.run_dir.is_dir():
+        console.print(f"trainer: curves in {metrics.run_dir}", highlight=False)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

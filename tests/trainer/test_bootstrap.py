@@ -36,9 +36,27 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> WebShopEnv:
 
 
 @pytest.fixture(scope="module")
-def built(env: WebShopEnv, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def progress_calls() -> list[tuple]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def built(
+    env: WebShopEnv, tmp_path_factory: pytest.TempPathFactory, progress_calls: list[tuple]
+) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("tiny") / "a"
-    return out, bootstrap(env, out, TINY)
+    return out, bootstrap(env, out, TINY, progress=lambda *call: progress_calls.append(call))
+
+
+def test_bootstrap_reports_phase_and_epoch_progress(built, progress_calls: list[tuple]) -> None:
+    phases = list(dict.fromkeys(phase for phase, *_ in progress_calls))
+    assert phases == ["demonstrations", "tokenizer", "copy pretraining", "imitation"]
+    for phase in phases:
+        last = [call for call in progress_calls if call[0] == phase][-1]
+        assert last[1] == last[2], last  # every phase ends complete
+    imitation = [call for call in progress_calls if call[0] == "imitation"]
+    assert [call[1] for call in imitation] == list(range(1, len(imitation) + 1))
+    assert imitation[-1][3].startswith("epoch 1/1, loss ")
 
 
 def test_too_many_episodes_is_a_clear_error(env: WebShopEnv, tmp_path: Path) -> None:

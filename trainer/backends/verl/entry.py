@@ -62,6 +62,26 @@ def make_publisher() -> Any:
     return publish
 
 
+def make_metrics_logger(config: DictConfig) -> Any:
+    """The metrics logger of the local backend too (:mod:`trainer.tracking`): the backends
+    of ``WSRL_METRICS_LOGGERS`` plus those of verl's ``trainer.logger`` (console aside:
+    the step line is logged anyway)."""
+    from omegaconf import OmegaConf
+
+    from app.config import get_settings
+    from trainer.tracking import MetricsLogger, metrics_dir, parse_backends, run_name
+
+    settings = get_settings()
+    names = parse_backends(settings.metrics_loggers)
+    names += [str(n) for n in config.trainer.logger if n != "console" and n not in names]
+    return MetricsLogger(
+        names,
+        metrics_dir(settings),
+        run_name(f"verl-{config.trainer.experiment_name}"),
+        config=OmegaConf.to_container(config, resolve=True),
+    )
+
+
 def _runner_class() -> Any:
     """The Ray task runner (defined lazily: importing ray and verl's workers is slow)."""
     import ray
@@ -90,6 +110,7 @@ def _runner_class() -> Any:
                 ray_worker_group_cls=worker_group_cls,
                 feed=make_feed(config),
                 publish=make_publisher(),
+                metrics=make_metrics_logger(config),
             )
             trainer.init_workers()
             trainer.fit()

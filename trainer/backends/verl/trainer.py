@@ -47,7 +47,9 @@ from trainer.backends.verl.dataproto import (
     rollout_advantages,
 )
 from trainer.backends.verl.feed import ReadyBatch, RolloutFeed
+from trainer.loop import batch_metrics
 from trainer.samples import build_samples
+from trainer.tracking import MetricsLogger, shared_names
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,14 @@ class GoalSlots(Dataset):
 class WebShopPPOTrainer(RayPPOTrainer):
     """``RayPPOTrainer`` whose rollouts come from a :class:`RolloutFeed`."""
 
-    def __init__(self, *args: Any, feed: RolloutFeed, publish: Publish, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        feed: RolloutFeed,
+        publish: Publish,
+        metrics: MetricsLogger | None = None,
+        **kwargs: Any,
+    ) -> None:
         size = int(kwargs["config"].data.train_batch_size)
         kwargs.setdefault("train_dataset", GoalSlots(size))
         kwargs.setdefault("val_dataset", GoalSlots(1))
@@ -79,6 +88,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         super().__init__(*args, **kwargs)
         self.feed = feed
         self.publish = publish
+        self.metrics = metrics
         self.shop = self.config.webshop
         self.version = 0
 
@@ -165,12 +175,10 @@ class WebShopPPOTrainer(RayPPOTrainer):
             norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
             config=algo,
         )
-        rewards_list = list(rewards.values())
         metrics = {
             **ready.metrics,
             **stats.as_metrics(),
-            "reward/mean": float(np.mean(rewards_list)),
-            "reward/success": float(np.mean([r == 1.0 for r in rewards_list])),
+            **batch_metrics(ready.rollouts),
             "batch/dropped_overlong": float(dropped),
             "batch/padding_rows": float(padding),
         }
@@ -226,26 +234,43 @@ class WebShopPPOTrainer(RayPPOTrainer):
         self.global_steps, self.version = self.feed.resume(checkpoint)
         self.serving_checkpoints.update_weights(self.global_steps)
         self.publish(self._endpoint(EndpointStatus.SERVING))
-        while self.global_steps < self.total_training_steps:
-            self.global_steps += 1
-            started = time.perf_counter()
-            batch, rollout_ids, metrics = self._collect()
-            if self.shop.mode == "colocated":
-                self.publish(self._endpoint(EndpointStatus.PAUSED))
-                self.checkpoint_manager.sleep_replicas()
-            self._train_on(batch, metrics)
-            if (
-                self.config.trainer.save_freq > 0
-                and self.global_steps % self.config.trainer.save_freq == 0
-            ):
-                self._save_checkpoint()
-            self.version += 1
-            self._sync_weights()
-            metrics["perf/step_s"] = time.perf_counter() - started
-            self.feed.record_step(self.global_steps, self.version, rollout_ids, metrics)
-            logger.info(
-                "step %d -> policy v%d %s", self.global_steps, self.version, _short(metrics)
-            )
+        try:
+            while self.global_steps < self.total_training_steps:
+                self._step()
+        finally:
+            if self.metrics is not None:
+                self.metrics.close()
+
+    def _step(self) -> None:
+        self.global_steps += 1
+        started = time.perf_counter()
+        batch, rollout_ids, metrics = self._collect()
+        metrics["time/wait_s"] = time.perf_counter() - started
+        if self.shop.mode == "colocated":
+            self.publish(self._endpoint(EndpointStatus.PAUSED))
+            self.checkpoint_manager.sleep_replicas()
+        self._train_on(batch, metrics)
+        if (
+            self.config.trainer.save_freq > 0
+            and self.global_steps % self.config.trainer.save_freq == 0
+        ):
+            self._save_checkpoint()
+        self.version += 1
+        self._sync_weights()
+        self._record(rollout_ids, metrics, time.perf_counter() - started)
+        logger.info("step %d -> policy v%d %s", self.global_steps, self.version, _short(metrics))
+
+    def _record(self, rollout_ids: list[str], metrics: dict[str, float], step_s: float) -> None:
+        """The step's row and the metrics logger; verl's shared metrics are also written
+        under the local backend's names (:mod:`trainer.tracking`), so curves compare."""
+        metrics["perf/step_s"] = step_s
+        metrics["time/step_s"] = step_s - metrics.get("time/wait_s", 0.0)  # as the local loop
+        metrics["perf/episodes_per_s"] = len(rollout_ids) / max(step_s, 1e-9)
+        metrics["policy/version"] = float(self.version)
+        metrics.update(shared_names(metrics))
+        self.feed.record_step(self.global_steps, self.version, rollout_ids, metrics)
+        if self.metrics is not None:
+            self.metrics.log(metrics, self.global_steps)
 
 
 def _short(

@@ -1,0 +1,71 @@
+"""Progress of long work (bootstrap, ``wsrl eval``): a bar on a terminal, plain lines in a
+file or a pipe."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import pytest
+from rich.console import Console
+
+from app.commands import eval as eval_command
+from app.progress import WorkProgress
+
+
+def _console(tty: bool) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=tty, width=120, color_system=None), out
+
+
+def test_plain_lines_when_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    console, out = _console(tty=False)
+    clock = iter([0.0, 1.0, 20.0, 21.0, 22.0, 23.0])
+    monkeypatch.setattr("app.progress.time.monotonic", lambda: next(clock))
+    with WorkProgress(console, every_s=10.0) as progress:
+        progress.update("imitation", 0, 10, "epoch 1/2")  # phase starts: a line
+        progress.update("imitation", 1, 10, "epoch 1/2")  # 1 s later: quiet
+        progress.update("imitation", 5, 10, "epoch 1/2, loss 0.500")  # 20 s: a line, ETA
+        progress.update("imitation", 10, 10, "epoch 2/2, loss 0.250")  # done: a line
+        progress.update("evaluating", 0, 4)  # next phase: a line
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "imitation: 0/10 (0%), epoch 1/2, elapsed 0s",
+        "imitation: 5/10 (50%), epoch 1/2, loss 0.500, elapsed 20s, ETA 20s",
+        "imitation: 10/10 (100%), epoch 2/2, loss 0.250, elapsed 21s",
+        "evaluating: 0/4 (0%), elapsed 0s",
+    ]
+    assert "\x1b" not in out.getvalue()
+
+
+def test_a_bar_with_eta_on_a_terminal() -> None:
+    console, out = _console(tty=True)
+    with WorkProgress(console) as progress:
+        progress.update("copy pretraining", 3, 10, "")
+        progress.update("imitation", 2, 8, "epoch 1/6, loss 1.234")
+    text = out.getvalue()
+    assert "\x1b" in text  # cursor control: a live display, not lines
+    assert "copy pretraining" in text and "imitation" in text
+    assert "2/8" in text and "ETA" in text and "epoch 1/6, loss 1.234" in text
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_eval_shows_progress_either_way(tty: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    console, out = _console(tty)
+    monkeypatch.setattr(eval_command, "console", console)
+
+    def play(sessions, ids, timeout, on_progress):
+        for done in range(len(ids) + 1):
+            on_progress(done)
+        return [1.0] * len(ids)
+
+    monkeypatch.setattr(eval_command, "wait_for_rollouts", play)
+    ids = [uuid.uuid4() for _ in range(3)]
+    assert eval_command._wait_with_progress(None, ids, timeout=1.0) == [1.0] * 3
+    text = out.getvalue()
+    assert "evaluating" in text and "3/3" in text
+    if not tty:
+        assert text.splitlines() == [
+            "evaluating: 0/3 (0%), elapsed 0s",
+            "evaluating: 3/3 (100%), elapsed 0s",
+        ]

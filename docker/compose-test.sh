@@ -215,7 +215,7 @@ check_trainer_cpu() {
   compose --profile dev run --rm --no-deps -T trainer-cpu sh -c '
     set -e
     python -c "import torch; assert torch.version.cuda is None, torch.version.cuda; print(torch.__version__)"
-    ! pip list 2>/dev/null | grep -i -E "^(nvidia-|triton )"
+    ! pip list 2>/dev/null | grep -i -E "^(nvidia-(cu|nccl|nvjit|nvtx|cusparse)|triton )"
     python -c "
 import torch, trainer.backends.local, transformers
 model = torch.nn.Linear(8, 2); opt = torch.optim.AdamW(model.parameters())

@@ -65,7 +65,7 @@ CONFIG ?= fast
 LIMIT ?= 100
 PROFILES := --profile dev --profile gpu
 
-.PHONY: train eval dev-docker scale logs status stop clean
+.PHONY: train eval dev-docker scale logs status stop clean compose-test
 
 train: setup  ## train: BACKEND=local (CPU, tiny policy) or BACKEND=verl CONFIG=fast|qwen|qwen3b
 	$(WSRL) train --backend $(BACKEND) $(if $(filter verl,$(BACKEND)),--config $(CONFIG))
@@ -95,6 +95,11 @@ status:  ## compose services, then queue/rollout/policy status from inside the s
 
 stop:  ## stop the compose stack (data volumes kept)
 	$(COMPOSE) $(PROFILES) stop
+
+# Builds the images (local base images from docker/local-images.sh), runs the stack as
+# project wsrl-compose-test on loopback ports 1xxxx and removes it again: ~10 minutes.
+compose-test: setup  ## build and run the Compose stack for real and check it (Docker; root)
+	COMPOSE_TEST_PYTHON=$(abspath $(PY)) bash docker/compose-test.sh
 
 clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
 	$(COMPOSE) $(PROFILES) down -v --remove-orphans

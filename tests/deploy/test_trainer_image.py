@@ -1,0 +1,58 @@
+"""The GPU trainer image installs the stack verl's own extras pin (it cannot be built or
+run here: no GPU, no CUDA base image). Read from the installed verl's metadata, so a verl
+upgrade that changes its pins fails this test until the image follows."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = (ROOT / "docker" / "Dockerfile.trainer").read_text()
+# name, [nested extras], == version, the extra it belongs to
+REQUIREMENT = re.compile(
+    r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?\s*(==\s*([^;\s]+))?\s*;\s*extra == \"([^\"]+)\""
+)
+
+
+def _extra_pins(extra: str) -> dict[str, str]:
+    """``name -> version`` that verl pins with ``==`` for ``extra`` (nested extras followed)."""
+    pins: dict[str, str] = {}
+    requires = metadata.requires("verl") or []
+    for line in requires:
+        match = re.match(
+            r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?\s*(==\s*([^;\s]+))?\s*;\s*extra == \"([^\"]+)\"", line
+        )
+        if not match or match.group(5) != extra:
+            continue
+        name, nested, version = match.group(1), match.group(2), match.group(4)
+        if name == "verl" and nested:
+            for sub in nested.strip("[]").split(","):
+                pins.update(_extra_pins(sub.strip()))
+        elif version:
+            pins[name.lower()] = version
+    return pins
+
+
+def test_the_image_installs_verls_gpu_extras_at_the_installed_version() -> None:
+    verl = pytest.importorskip("verl")
+    assert f'"verl[vllm,fsdp]=={metadata.version("verl")}"' in DOCKERFILE, verl.__file__
+    pins = {**_extra_pins("vllm"), **_extra_pins("fsdp")}
+    # what the FSDP actor and async mode need besides vLLM: flash-attn, cupy for CUDA 13
+    assert "flash-attn" in pins and "cupy-cuda13x" in pins
+    assert pins["torch"] == "2.11.0" and pins["vllm"]
+    # and nothing in our own install line pins another torch or vLLM
+    ours = DOCKERFILE.split('RUN pip install ".[verl,export]"', 1)[1].splitlines()[0]
+    assert "torch" not in ours.replace("tensorboard", "") and "vllm" not in ours
+
+
+def test_the_cuda_base_matches_the_cuda_verls_wheels_are_built_for() -> None:
+    pytest.importorskip("verl")
+    extras = metadata.metadata("verl").get_all("Provides-Extra") or []
+    cuda = {m.group(1) for e in extras if (m := re.search(r"cu(\d\d)\d", e))}
+    assert cuda == {"13"}, extras
+    base = re.search(r"ARG CUDA_IMAGE=nvidia/cuda:(\d+)\.", DOCKERFILE)
+    assert base and base.group(1) == "13"

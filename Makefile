@@ -80,7 +80,7 @@ PROFILES := --profile dev --profile gpu
 
 .PHONY: train eval dev-docker scale logs status stop clean compose-test
 
-train: setup  ## train: BACKEND=local (CPU, tiny policy) or BACKEND=verl CONFIG=fast|qwen|qwen3b
+train: setup  ## train: BACKEND=local (CPU, tiny policy) or BACKEND=verl CONFIG=smoke|fast|qwen|qwen3b
 	$(WSRL) train --backend $(BACKEND) $(if $(filter verl,$(BACKEND)),--config $(CONFIG))
 
 eval: setup  ## evaluate the published policy on LIMIT test goals (default 100)

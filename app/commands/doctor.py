@@ -260,7 +260,7 @@ def print_checks(checks: Sequence[Check]) -> None:
 
 def doctor(
     backend: Annotated[str, typer.Option(help="verl (GPU) or local (CPU).")] = "verl",
-    config: Annotated[str, typer.Option(help="verl config: fast, qwen or qwen3b.")] = "fast",
+    config: Annotated[str, typer.Option(help="verl config: smoke, fast, qwen or qwen3b.")] = "fast",
 ) -> None:
     """Check that a training run can start: GPU stack, model, disk, services, settings."""
     if backend not in ("verl", "local"):

@@ -94,7 +94,7 @@ def train(
         Path | None, typer.Option(help="Default: <data_dir>/trainer/checkpoints.")
     ] = None,
     config: Annotated[
-        str, typer.Option("--config", help="verl only: config name (fast, qwen, qwen3b).")
+        str, typer.Option("--config", help="verl only: config name (smoke, fast, qwen, qwen3b).")
     ] = "fast",
     override: Annotated[
         list[str] | None, typer.Option(help="verl only: KEY=VALUE config override (repeat).")

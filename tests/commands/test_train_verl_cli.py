@@ -14,7 +14,7 @@ def test_train_verl_unknown_config_lists_choices() -> None:
     pytest.importorskip("verl")
     result = runner.invoke(cli, ["train", "--backend", "verl", "--config", "llama"])
     assert result.exit_code == 1
-    assert "fast, qwen, qwen3b" in result.output
+    assert "smoke, fast, qwen, qwen3b" in result.output
 
 
 @pytest.fixture

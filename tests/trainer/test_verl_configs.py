@@ -14,6 +14,7 @@ from verl.workers.config import RolloutConfig
 from trainer.backends.verl.config import ASYNC_OVERRIDES, CONFIG_NAMES, load_config
 
 MODELS = {
+    "smoke": ".wsrl/policy/tiny-0",  # the locally bootstrapped tiny policy
     "fast": "Qwen/Qwen2.5-0.5B-Instruct",
     "qwen": "Qwen/Qwen2.5-1.5B-Instruct",
     "qwen3b": "Qwen/Qwen2.5-3B-Instruct",
@@ -44,7 +45,7 @@ def test_async_overrides_give_a_valid_separate_gpu_config(name: str) -> None:
 
 
 def test_unknown_config_name_lists_the_choices() -> None:
-    with pytest.raises(ValueError, match="fast, qwen, qwen3b"):
+    with pytest.raises(ValueError, match="smoke, fast, qwen, qwen3b"):
         load_config("llama")
 
 

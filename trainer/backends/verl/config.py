@@ -1,4 +1,4 @@
-"""Loading the verl configs (fast, qwen, qwen3b) through hydra, as verl's own entry points do.
+"""Loading the verl configs (smoke, fast, qwen, qwen3b) through hydra, as verl's own entry points do.
 
 Each YAML under ``configs/`` puts verl's ``ppo_trainer.yaml`` first in its defaults list and
 overrides the fields this project needs, plus a ``webshop`` section for our loop (mode,
@@ -16,7 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 CONFIG_DIR = Path(__file__).parent / "configs"
-CONFIG_NAMES = ("fast", "qwen", "qwen3b")
+CONFIG_NAMES = ("smoke", "fast", "qwen", "qwen3b")
 MODES = ("colocated", "async")
 
 

@@ -1,4 +1,4 @@
-"""Loading the verl configs (smoke, fast, qwen, qwen3b) through hydra, as verl's own entry points do.
+"""Loading the verl configs (smoke, fast, qwen, qwen3b) through hydra, as verl does.
 
 Each YAML under ``configs/`` puts verl's ``ppo_trainer.yaml`` first in its defaults list and
 overrides the fields this project needs, plus a ``webshop`` section for our loop (mode,

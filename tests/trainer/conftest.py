@@ -1,9 +1,12 @@
 """A tiny Qwen2 checkpoint built in seconds (no download), shared by the trainer tests."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from app.config import Settings
+from app.db import migrate
 from trainer.tiny_policy import TinySize, build_model, train_tokenizer
 
 TEXTS = [
@@ -25,3 +28,14 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture
+def fresh_settings(
+    make_database: Callable[[], str], test_settings: Settings, tmp_path: Path
+) -> Settings:
+    """Settings on a freshly migrated database of this test alone (a trainer trains every
+    group it finds), ``data_dir`` in the test's tmp dir."""
+    url = make_database()
+    migrate.upgrade(url)
+    return test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,6 @@ from sqlalchemy import select
 from app.config import Settings
 from app.core.celery import create_celery
 from app.core.endpoint import ENDPOINT_CHANNEL, read_endpoint
-from app.db import migrate
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -29,16 +28,6 @@ from trainer.scheduler import Scheduler
 CONFIG = TrainerConfig(
     group_size=2, batch_groups=2, max_staleness=1, lr=1e-3, micro_batch_size=4, seed=0
 )
-
-
-@pytest.fixture
-def fresh_settings(
-    make_database: Callable[[], str], test_settings: Settings, tmp_path: Path
-) -> Settings:
-    """A database of this test alone (the loop trains every train group it finds)."""
-    url = make_database()
-    migrate.upgrade(url)
-    return test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path})
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,6 @@ from app.config import Settings
 from app.core.endpoint import read_endpoint
 from app.core.enqueue import sync_goals
 from app.core.env_client import EnvClient
-from app.db import migrate
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -27,15 +26,6 @@ from trainer.loop import LoopOptions
 from trainer.tiny_policy import TinySize, build_model, train_tokenizer
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def fresh_settings(
-    make_database: Callable[[], str], test_settings: Settings, tmp_path: Path
-) -> Settings:
-    url = make_database()
-    migrate.upgrade(url)
-    return test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path})
 
 
 @pytest.fixture

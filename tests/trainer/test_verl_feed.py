@@ -6,7 +6,7 @@ Redis (the Celery broker) and an env server over HTTP, exactly as it would there
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,6 @@ from app.config import Settings
 from app.core.endpoint import PolicyEndpoint, publish_policy
 from app.core.enqueue import EnqueueError
 from app.core.env_client import EnvError
-from app.db import migrate
 from app.db.models import Goal, Rollout, TrainStep
 from app.db.session import session_scope
 from app.webshop.catalog_gen import write_catalog
@@ -39,13 +38,9 @@ def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
 
 
 @pytest.fixture
-def feed_settings(
-    make_database: Callable[[], str], test_settings: Settings, env_server: RunningServer
-) -> Settings:
+def feed_settings(fresh_settings: Settings, env_server: RunningServer) -> Settings:
     """A freshly migrated, empty database of this test alone; the env server above."""
-    url = make_database()
-    migrate.upgrade(url)
-    return test_settings.model_copy(update={"database_url": url, "env_url": env_server.url})
+    return fresh_settings.model_copy(update={"env_url": env_server.url})
 
 
 def test_first_request_on_a_fresh_database_loads_the_goals(feed_settings: Settings) -> None:

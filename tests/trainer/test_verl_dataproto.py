@@ -343,3 +343,12 @@ def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokeni
     y_row = ids.index("y")
     y_mask = batch.batch["response_mask"][y_row].bool()
     assert float(batch.batch["advantages"][y_row][y_mask][0]) < 0
+
+
+def test_max_and_min_metrics_are_not_averaged() -> None:
+    from trainer.backends.verl.trainer import reduce_metric
+
+    assert reduce_metric("actor/grad_norm", [1.0, 3.0]) == 2.0
+    assert reduce_metric("response_length/max", [10, 40, 20]) == 40.0
+    assert reduce_metric("actor/pg_clipfrac_max", [0.1, 0.3]) == 0.3
+    assert reduce_metric("response_length/min", [10, 40, 20]) == 10.0

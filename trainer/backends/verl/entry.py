@@ -94,6 +94,11 @@ def _runner_class() -> Any:
     @ray.remote
     class WebShopTaskRunner(BaseTaskRunner):
         def run(self, config: DictConfig) -> None:
+            # A Ray actor is a process of its own: without this, its INFO lines (steps,
+            # publications) are never printed.
+            from app.logging import setup_logging
+
+            setup_logging()
             _, worker_group_cls = self.add_actor_rollout_worker(config)
             validate_config(
                 config=config,

@@ -56,6 +56,18 @@ logger = logging.getLogger(__name__)
 Publish = Callable[[PolicyEndpoint], None]
 
 
+def reduce_metric(key: str, values: Any) -> float:
+    """One number for a metric verl reports per micro-batch: the maximum of a ``.../max``
+    or ``..._max`` metric, the minimum of a ``min`` one, else the mean (averaging a
+    maximum would hide the spike it is there to show)."""
+    name = key.rsplit("/", 1)[-1]
+    if name == "max" or name.endswith("_max"):
+        return float(np.max(values))
+    if name == "min" or name.endswith("_min"):
+        return float(np.min(values))
+    return float(np.mean(values))
+
+
 class GoalSlots(Dataset):
     """A placeholder dataset: ``RayPPOTrainer`` builds dataloaders in ``__init__``, but our
     prompts are goals drawn by the feed, so the loaders are never iterated."""
@@ -222,7 +234,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         # Advantages were computed over rollouts in _collect (rollout_advantages).
         output = self._update_actor(batch)
         for key, values in output.meta_info["metrics"].items():
-            metrics[key] = float(np.mean(values))
+            metrics[key] = reduce_metric(key, values)
 
     def fit(self) -> None:
         """Runs ``trainer.total_training_steps`` updates, publishing each new version."""

@@ -108,6 +108,11 @@ class Settings(BaseSettings):
         description="How long a queued rollout may wait before the reconciler assumes its "
         "message was lost and enqueues it again.",
     )
+    rollout_message_grace_s: float = Field(
+        30.0,
+        description="How long a queued rollout's message may be missing from the broker "
+        "(Redis flushed or restarted) before the reconciler sends it again.",
+    )
     retry_backoff_s: float = Field(
         2.0, description="Delay before a failed attempt's rollout is delivered again."
     )

@@ -47,6 +47,19 @@ class Settings(BaseSettings):
     api_token: str = Field("dev-token", description="Bearer token for API writes.")
     flower_port: int = Field(5555, description="Port of Flower.")
 
+    # --- `wsrl sql`: read-only SQL for people (app/db/readonly.py) ----------------------
+    sql_user: str = Field(
+        "wsrl_readonly", description="Login role `wsrl sql` connects as (SELECT grants only)."
+    )
+    sql_password: str | None = Field(
+        None,
+        description="Password of that role where the server asks for one; `wsrl db upgrade` "
+        "sets it.",
+    )
+    sql_statement_timeout_s: float = Field(
+        30.0, gt=0, description="Statement timeout of `wsrl sql` (its --timeout overrides it)."
+    )
+
     # --- the LLM the agent calls when no trainer has published an endpoint -------------
     llm_base_url: str | None = Field(
         None,

@@ -157,8 +157,13 @@ class EnvClient:
         return self._json("GET", f"/sessions/{session_id}", params=params)
 
     def close_session(self, session_id: str) -> None:
-        """Idempotent: closing a missing or expired session is not an error."""
-        self._call("DELETE", f"/sessions/{session_id}")
+        """Idempotent: closing a session the server no longer holds (404, 410) is not an
+        error."""
+        try:
+            self._call("DELETE", f"/sessions/{session_id}")
+        except EnvError as exc:
+            if exc.status_code not in (404, 410):
+                raise
 
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/health")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.webshop.server.deps import ServiceDep
 from app.webshop.server.responses import OrjsonResponse
 from app.webshop.server.service import MAX_ACTION_CHARS, goal_json, step_json
+from app.webshop.server.sessions import SessionNotFoundError
 
 router = APIRouter(tags=["native"])
 
@@ -109,10 +110,12 @@ async def get_available_actions(session_id: str, service: ServiceDep) -> Respons
         return OrjsonResponse(entry.session.available_actions())
 
 
-@router.delete("/sessions/{session_id}", status_code=204)
+@router.delete("/sessions/{session_id}", status_code=204, responses={404: {}})
 async def delete_session(session_id: str, service: ServiceDep) -> Response:
-    """Deleting a missing (or expired) id is a no-op: 204 either way."""
-    service.store.delete(session_id)
+    """204 when the session was removed; 404 for an id it does not hold (never created,
+    deleted already, or forgotten by a restart), as for every other session route."""
+    if not service.store.delete(session_id):
+        raise SessionNotFoundError(f"unknown session {session_id!r}")
     return Response(status_code=204)
 
 

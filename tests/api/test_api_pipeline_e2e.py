@@ -102,7 +102,7 @@ def _baseline(settings: Settings, agent: str) -> str:
         *("--limit", str(EVAL_GOALS), "--data", str(FIXTURE_CATALOG)),
     )
     score, success = _last_line(result).split()
-    return f"{score} {success} episodes={EVAL_GOALS}"
+    return f"{score} {success} episodes={EVAL_GOALS} failed=0"
 
 
 def test_eval_with_oracle_reports_the_oracle_baseline(
@@ -110,7 +110,7 @@ def test_eval_with_oracle_reports_the_oracle_baseline(
 ) -> None:
     result = _wsrl(stack.settings, "eval", "--split", "test", "--limit", str(EVAL_GOALS))
     line = _last_line(result)
-    assert line.startswith("score=") and line.endswith(f"episodes={EVAL_GOALS}")
+    assert line.startswith("score=") and line.endswith(f"episodes={EVAL_GOALS} failed=0")
     assert line == _baseline(stack.settings, "oracle")
 
 

@@ -130,7 +130,17 @@ class Settings(BaseSettings):
         "(Redis flushed or restarted) before the reconciler sends it again.",
     )
     retry_backoff_s: float = Field(
-        2.0, description="Delay before a failed attempt's rollout is delivered again."
+        2.0,
+        description="Delay before a failed attempt's rollout is delivered again; doubles with "
+        "each attempt.",
+    )
+    retry_backoff_max_s: float = Field(30.0, description="Cap of that delay.")
+    outage_budget_s: float = Field(
+        300.0,
+        description="How long a rollout retries through an outage (env server, LLM server, "
+        "Postgres or Redis unreachable) without using up its attempts, counted from its first "
+        "failed attempt; also how long a worker retries recording an outcome while Postgres "
+        "is down.",
     )
     record_flush_every: int = Field(
         32, description="Steps + LLM calls a worker buffers before writing them to Postgres."

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from celery.signals import after_task_publish
 from fastapi.testclient import TestClient
@@ -305,3 +306,15 @@ def test_post_unknown_sampling_key_422(client: TestClient, rows: Rows) -> None:
     )
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "sampling", "beam"]
+
+
+def test_post_body_over_the_limit_413_from_a_real_server(api_app, api_server) -> None:
+    limit = api_app.state.settings.api_max_body_bytes
+    huge = b'{"goal_ids": [1], "split": "' + b"x" * (2 * limit) + b'"}'
+    response = httpx.post(
+        f"{api_server.url}/v1/rollouts",
+        content=huge,
+        headers={**AUTH, "content-type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 413

@@ -7,7 +7,9 @@ action}`` and ``GET /health``; bad bodies are 400 and errors carry ``"error"``. 
   session on that goal, under a fresh id returned in the answer;
 - ``session_id`` that is any other string is the caller's own session key: the session
   under it starts a new episode on its goal, or is created (weighted random goal) when
-  the key is new, as the example's server does;
+  the key is new, as the example's server does. Caller keys live in this family's own
+  namespace (stored as ``agl-<key>``), so no key reaches a native or AgentGym session
+  (``"ag-3"`` once reset AgentGym's env 3);
 - ``instruction`` picks the goal with that instruction text (404 when none has it);
 - neither: a new session on a weighted random goal.
 """
@@ -53,6 +55,11 @@ def _goal_index(session_id: int | str | None) -> int | None:
     return None
 
 
+def _store_key(session_id: str) -> str:
+    """This family's store key for a session id: ids it generated carry the prefix."""
+    return session_id if session_id.startswith(KEY_PREFIX) else KEY_PREFIX + session_id
+
+
 def _reset(service: WebShopService, body: ResetBody) -> SessionEntry:
     goal_index = _goal_index(body.session_id)
     if goal_index is not None:
@@ -63,6 +70,7 @@ def _reset(service: WebShopService, body: ResetBody) -> SessionEntry:
     key = body.session_id if isinstance(body.session_id, str) and body.session_id else None
     if key is None:
         return service.start(goal, key=KEY_PREFIX + uuid.uuid4().hex)
+    key = _store_key(key)
     if goal is None and service.store.contains(key):
         goal = service.store.get(key).session.goal
     return service.start(goal, key=key)
@@ -70,7 +78,9 @@ def _reset(service: WebShopService, body: ResetBody) -> SessionEntry:
 
 @router.post("/reset")
 async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
-    entry = _reset(service, body or ResetBody())
+    body = body or ResetBody()
+    entry = _reset(service, body)
+    own_key = isinstance(body.session_id, str) and _goal_index(body.session_id) is None
     with entry.lock:
         session = entry.session
         info: dict[str, Any] = {
@@ -79,7 +89,7 @@ async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
             "available_actions": session.available_actions(),
         }
         payload = {
-            "session_id": entry.key,
+            "session_id": body.session_id if own_key else entry.key,
             "observation": session.observation(),
             "done": False,
             "reward": 0.0,
@@ -90,7 +100,7 @@ async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
 
 @router.post("/step")
 async def step(body: StepBody, service: ServiceDep) -> Response:
-    result = service.step(body.session_id, body.action).result
+    result = service.step(_store_key(body.session_id), body.action).result
     return OrjsonResponse(
         {
             "session_id": body.session_id,
@@ -104,4 +114,6 @@ async def step(body: StepBody, service: ServiceDep) -> Response:
 
 @router.get("/health")
 async def health(service: ServiceDep) -> Response:
-    return OrjsonResponse({"status": "ok", "sessions": len(service.store)})
+    live = len(service.store)
+    status = "saturated" if live >= service.store.max_sessions else "ok"
+    return OrjsonResponse({"status": status, "sessions": live})

@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import AliasChoices, BaseModel, Field
 
-from app.webshop.server.deps import ServiceDep
+from app.webshop.server.deps import ClientDep, ServiceDep
 from app.webshop.server.responses import OrjsonResponse
 from app.webshop.server.service import MAX_ACTION_CHARS, SessionEntry, WebShopService
 from app.webshop.server.sessions import SessionError
@@ -60,26 +60,28 @@ def _store_key(session_id: str) -> str:
     return session_id if session_id.startswith(KEY_PREFIX) else KEY_PREFIX + session_id
 
 
-def _reset(service: WebShopService, body: ResetBody) -> SessionEntry:
+def _reset(service: WebShopService, body: ResetBody, client: str | None) -> SessionEntry:
     goal_index = _goal_index(body.session_id)
     if goal_index is not None:
         if body.instruction:
             raise BadRequestError("give a goal index (session_id) or an instruction, not both")
-        return service.start(service.goal(goal_index), key=KEY_PREFIX + uuid.uuid4().hex)
+        return service.start(
+            service.goal(goal_index), key=KEY_PREFIX + uuid.uuid4().hex, client=client
+        )
     goal = service.goal_by_instruction(body.instruction) if body.instruction else None
     key = body.session_id if isinstance(body.session_id, str) and body.session_id else None
     if key is None:
-        return service.start(goal, key=KEY_PREFIX + uuid.uuid4().hex)
+        return service.start(goal, key=KEY_PREFIX + uuid.uuid4().hex, client=client)
     key = _store_key(key)
     if goal is None and service.store.contains(key):
         goal = service.store.get(key).session.goal
-    return service.start(goal, key=key)
+    return service.start(goal, key=key, client=client)
 
 
 @router.post("/reset")
-async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
+async def reset(service: ServiceDep, client: ClientDep, body: ResetBody | None = None) -> Response:
     body = body or ResetBody()
-    entry = _reset(service, body)
+    entry = _reset(service, body, client)
     own_key = isinstance(body.session_id, str) and _goal_index(body.session_id) is None
     with entry.lock:
         session = entry.session

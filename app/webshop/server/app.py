@@ -49,12 +49,15 @@ def create_app(
     *,
     session_ttl_s: float = 600,
     max_sessions: int = 10_000,
+    max_sessions_per_client: int | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """The server: native API at ``/``, AgentGym's at ``/agentgym``, AGL's at ``/agl``.
 
     ``session_ttl_s``: idle seconds before a session expires (then 410 for a while).
     ``max_sessions``: live sessions across all route families (429 beyond).
+    ``max_sessions_per_client``: live sessions one client address may hold (429 beyond;
+    default half of ``max_sessions``), so one flooding client cannot take every slot.
     ``max_body_bytes``: larger request bodies are refused with 413 before parsing.
     """
     app = FastAPI(
@@ -63,7 +66,9 @@ def create_app(
         default_response_class=OrjsonResponse,
         lifespan=_lifespan,
     )
-    store = SessionStore(ttl_s=session_ttl_s, max_sessions=max_sessions)
+    store = SessionStore(
+        ttl_s=session_ttl_s, max_sessions=max_sessions, max_per_client=max_sessions_per_client
+    )
     app.state.service = WebShopService(env, store)
     app.state.agentgym_ids = agentgym.EnvIds()
     install_error_handlers(app)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.webshop.server.agentgym import KEY_PREFIX as AGENTGYM_PREFIX
 from app.webshop.server.agl import KEY_PREFIX as AGL_PREFIX
-from app.webshop.server.deps import ServiceDep
+from app.webshop.server.deps import ClientDep, ServiceDep
 from app.webshop.server.responses import OrjsonResponse
 from app.webshop.server.service import MAX_ACTION_CHARS, goal_json, step_json
 from app.webshop.server.sessions import SessionNotFoundError
@@ -55,7 +55,7 @@ class StepBody(BaseModel):
 
 @router.post("/sessions", status_code=201)
 async def create_session(
-    service: ServiceDep, body: Annotated[CreateSession | None, Body()] = None
+    service: ServiceDep, client: ClientDep, body: Annotated[CreateSession | None, Body()] = None
 ) -> Response:
     """Start an episode. The answer carries everything an agent needs for its first step."""
     body = body or CreateSession()
@@ -65,7 +65,7 @@ async def create_session(
         goal = service.goal_in_split(body.split, body.index)
     else:
         goal = None
-    entry = service.start(goal, seed=body.seed)
+    entry = service.start(goal, seed=body.seed, client=client)
     with entry.lock:
         session = entry.session
         payload = {

@@ -36,7 +36,10 @@ def test_native_routes_cannot_step_or_delete_other_families_sessions(
 
 
 def test_health_reports_saturation(start_server) -> None:
-    with start_server(max_sessions=2) as running, httpx.Client(base_url=running.url) as client:
+    with (
+        start_server(max_sessions=2, max_sessions_per_client=2) as running,
+        httpx.Client(base_url=running.url) as client,
+    ):
         health = client.get("/health").json()
         assert (health["status"], health["max_sessions"]) == ("ok", 2)
         ids = [client.post("/sessions", json={}).json()["session_id"] for _ in range(2)]
@@ -45,3 +48,17 @@ def test_health_reports_saturation(start_server) -> None:
         assert client.get("/agl/health").json()["status"] == "saturated"
         client.delete(f"/sessions/{ids[0]}")
         assert client.get("/health").json()["status"] == "ok"
+
+
+def test_one_client_cannot_take_every_session(start_server) -> None:
+    """A flood from one address stops at its share; another address still gets sessions."""
+    with start_server(max_sessions=6) as running:
+        with httpx.Client(base_url=running.url) as flooder:
+            codes = [flooder.post("/sessions", json={}).status_code for _ in range(8)]
+            assert codes == [201] * 3 + [429] * 5
+            refused = flooder.post("/agl/reset", json={})
+            assert "too many live sessions from 127.0.0.1 (3)" in refused.json()["detail"]
+        elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")  # another client address
+        with httpx.Client(base_url=running.url, transport=elsewhere, timeout=10) as other:
+            assert other.get("/health").json()["status"] == "ok"
+            assert other.post("/sessions", json={}).status_code == 201

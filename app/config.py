@@ -43,6 +43,11 @@ class Settings(BaseSettings):
 
     # --- services talking to each other ------------------------------------------------
     env_url: str = Field("http://127.0.0.1:3000", description="WebShop env server.")
+    env_token: str | None = Field(
+        None,
+        description="Bearer token the env server requires on its session routes (`wsrl env "
+        "serve` and the workers read it); unset = open.",
+    )
     api_url: str = Field("http://127.0.0.1:8000", description="Control-plane API.")
     api_token: str = Field("dev-token", description="Bearer token for API writes.")
     flower_port: int = Field(5555, description="Port of Flower.")

@@ -77,6 +77,7 @@ def serve(
         session_ttl_s=session_ttl,
         max_sessions=max_sessions,
         max_sessions_per_client=max_sessions_per_client,
+        token=settings.env_token,
     )
     logger.info("serving the WebShop env on http://%s:%d", host, port)
     run_server(app, host=host, port=port)

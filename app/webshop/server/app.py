@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from app.webshop.env import WebShopEnv
 from app.webshop.server import agentgym, agl, native
+from app.webshop.server.auth import SessionToken
 from app.webshop.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from app.webshop.server.responses import OrjsonResponse, install_error_handlers
 from app.webshop.server.service import WebShopService
@@ -51,6 +52,7 @@ def create_app(
     max_sessions: int = 10_000,
     max_sessions_per_client: int | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    token: str | None = None,
 ) -> FastAPI:
     """The server: native API at ``/``, AgentGym's at ``/agentgym``, AGL's at ``/agl``.
 
@@ -59,6 +61,7 @@ def create_app(
     ``max_sessions_per_client``: live sessions one client address may hold (429 beyond;
     default half of ``max_sessions``), so one flooding client cannot take every slot.
     ``max_body_bytes``: larger request bodies are refused with 413 before parsing.
+    ``token``: session routes need ``Authorization: Bearer <token>`` (see ``auth``).
     """
     app = FastAPI(
         title="WebShop environment",
@@ -76,4 +79,6 @@ def create_app(
     app.include_router(agentgym.router)
     app.include_router(agl.router)
     app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
+    if token:
+        app.add_middleware(SessionToken, token=token)  # outermost: refused before anything
     return app

@@ -195,11 +195,29 @@ def publish_endpoint(
     return receivers
 
 
+def withdraw_policy(session: Session, redis: Redis) -> int:
+    """Unpublish for good: retire the active version(s) in Postgres, then withdraw the
+    Redis record; returns how many versions were retired. Withdrawing only the record
+    (:func:`withdraw_endpoint`) looks like Redis having lost it, and the active version
+    would be restored (:func:`restore_endpoint`)."""
+    active = session.scalars(
+        select(PolicyVersion).where(PolicyVersion.status == PolicyVersionStatus.ACTIVE)
+    ).all()
+    for row in active:
+        check_transition("policy_version", row.status, PolicyVersionStatus.RETIRED)
+        row.status = PolicyVersionStatus.RETIRED
+    session.flush()
+    withdraw_endpoint(redis)
+    return len(active)
+
+
 def withdraw_endpoint(
     redis: Redis, *, key: str = ENDPOINT_KEY, channel: str = ENDPOINT_CHANNEL
 ) -> None:
-    """Unpublish: delete the record, then announce an empty one, so that readers that
-    follow the announcements (the API's gateway) fall back to the settings at once."""
+    """Unpublish the Redis record: delete it, then announce an empty one, so that readers
+    that follow the announcements (the API's gateway) fall back to the settings at once.
+    While Postgres records an active version, workers and the reconciler write the record
+    back: use :func:`withdraw_policy` to unpublish for good."""
     redis.delete(key)
     redis.publish(channel, b"")
     logger.info("withdrew the published policy endpoint")

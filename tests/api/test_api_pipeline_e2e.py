@@ -23,7 +23,8 @@ from helpers.stack import RolloutStack, isolated_settings
 
 from app.config import Settings
 from app.core.celery import ROLLOUT_TASK
-from app.core.endpoint import withdraw_endpoint
+from app.core.endpoint import withdraw_endpoint, withdraw_policy
+from app.db.session import session_scope
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +125,8 @@ def test_eval_with_base_url_rule_reports_the_rule_baseline(stack: RolloutStack) 
         )
     finally:
         rule.stop()
-        withdraw_endpoint(stack.redis)
+        with session_scope(stack.sessions) as session:
+            withdraw_policy(session, stack.redis)  # the rule server is gone for good
     assert "as policy version" in result.stderr
     assert _last_line(result) == _baseline(stack.settings, "rule")
 

@@ -129,24 +129,27 @@ def test_queued_with_no_message_in_the_broker_is_resent_long_before_the_timeout(
         return {str(waiting.id)}
 
     report, jobs = reconcile_rows(db_session, settings, broker_ids)
-    assert jobs == [(lost.id, "train")] and report.missing_messages == 1
+    # (other tests' committed rows may be reported too: only ours are checked)
+    assert (lost.id, "train") in jobs and waiting.id not in report.resent
     assert just_queued.id not in report.resent, "a send may still be under way"
     db_session.refresh(lost)
     assert lost.deadline_at > _deadline(timedelta(minutes=59)), "not resent again next pass"
     assert asked == [True]
     again, _ = reconcile_rows(db_session, settings, broker_ids)
-    assert not again.resent
+    assert lost.id not in again.resent
 
 
 def test_broker_check_skipped_when_nothing_is_queued_long(
-    db_session: Session, test_settings: Settings
+    empty_db_session: Session, test_settings: Settings
 ) -> None:
-    make_rollout(db_session, GOAL, deadline_at=_deadline(timedelta(hours=1)))
+    """On a database of its own: other tests' committed rollouts would be candidates."""
+    make_goal(empty_db_session, GOAL)
+    make_rollout(empty_db_session, GOAL, deadline_at=_deadline(timedelta(hours=1)))
 
     def broker_ids() -> set[str]:
         raise AssertionError("the broker is read only when a rollout waits past the grace")
 
-    report, _ = reconcile_rows(db_session, test_settings, broker_ids)
+    report, _ = reconcile_rows(empty_db_session, test_settings, broker_ids)
     assert not report.resent
 
 

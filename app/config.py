@@ -43,9 +43,30 @@ class Settings(BaseSettings):
 
     # --- services talking to each other ------------------------------------------------
     env_url: str = Field("http://127.0.0.1:3000", description="WebShop env server.")
+    env_token: str | None = Field(
+        None,
+        description="Bearer token the env server requires on its session routes (`wsrl env "
+        "serve` and the workers read it); unset = open.",
+    )
     api_url: str = Field("http://127.0.0.1:8000", description="Control-plane API.")
     api_token: str = Field("dev-token", description="Bearer token for API writes.")
     flower_port: int = Field(5555, description="Port of Flower.")
+    api_max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body the API reads (else 413)."
+    )
+
+    # --- `wsrl sql`: read-only SQL for people (app/db/readonly.py) ----------------------
+    sql_user: str = Field(
+        "wsrl_readonly", description="Login role `wsrl sql` connects as (SELECT grants only)."
+    )
+    sql_password: str | None = Field(
+        None,
+        description="Password of that role where the server asks for one; `wsrl db upgrade` "
+        "sets it.",
+    )
+    sql_statement_timeout_s: float = Field(
+        30.0, gt=0, description="Statement timeout of `wsrl sql` (its --timeout overrides it)."
+    )
 
     # --- the LLM the agent calls when no trainer has published an endpoint -------------
     llm_base_url: str | None = Field(
@@ -108,8 +129,23 @@ class Settings(BaseSettings):
         description="How long a queued rollout may wait before the reconciler assumes its "
         "message was lost and enqueues it again.",
     )
+    rollout_message_grace_s: float = Field(
+        30.0,
+        description="How long a queued rollout's message may be missing from the broker "
+        "(Redis flushed or restarted) before the reconciler sends it again.",
+    )
     retry_backoff_s: float = Field(
-        2.0, description="Delay before a failed attempt's rollout is delivered again."
+        2.0,
+        description="Delay before a failed attempt's rollout is delivered again; doubles with "
+        "each attempt.",
+    )
+    retry_backoff_max_s: float = Field(30.0, description="Cap of that delay.")
+    outage_budget_s: float = Field(
+        300.0,
+        description="How long a rollout retries through an outage (env server, LLM server, "
+        "Postgres or Redis unreachable) without using up its attempts, counted from its first "
+        "failed attempt; also how long a worker retries recording an outcome while Postgres "
+        "is down.",
     )
     record_flush_every: int = Field(
         32, description="Steps + LLM calls a worker buffers before writing them to Postgres."

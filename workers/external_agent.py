@@ -166,7 +166,12 @@ def run_external_episode(
         "rollout_id": str(rollout_id),
         "attempt": attempt,
         "instruction": session.instruction,
-        "env": {"base_url": env.base_url, "session_id": session.session_id},
+        "env": {
+            "base_url": env.base_url,
+            "session_id": session.session_id,
+            # the env server's session token, when it has one
+            **({"token": env.token} if env.token else {}),
+        },
         "llm": {
             "base_url": gateway_base_url(api_url, rollout_id, attempt),
             "model": model,

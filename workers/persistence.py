@@ -76,6 +76,7 @@ class FailureDecision:
     mode: str
     rollout_status: str
     superseded: bool = False
+    free: bool = False  # an outage's retry: the attempt did not use one up
 
 
 @dataclass
@@ -407,6 +408,7 @@ def fail_attempt(
     queue_timeout_s: float,
     rows: PendingRows | None = None,
     retryable: bool = True,
+    outage_budget_s: float | None = None,
 ) -> FailureDecision:
     """Mark the attempt failed with ``reason``; queue the rollout again while attempts are left.
 
@@ -414,11 +416,24 @@ def fail_attempt(
     goal) fails the rollout at once. The rows gathered so far are kept for debugging (a
     failed attempt is never trained on). When the attempt was already superseded nothing
     changes and no retry is asked.
+
+    ``outage_budget_s`` marks an infrastructure failure (env, LLM server, database or Redis
+    unreachable): an outage is not the episode's fault, so while less than that many
+    seconds have passed since the rollout's first failed attempt started, the attempt
+    does not use one up (``max_attempts`` grows by one; the failed attempt stays recorded).
     """
     attempt, rollout = _lock_attempt(session, attempt_id)
     mode = str(rollout.mode)
     if attempt.status != AttemptStatus.RUNNING:
         return FailureDecision(False, mode, str(rollout.status), superseded=True)
+    free = (
+        retryable
+        and outage_budget_s is not None
+        and rollout.status not in FINAL_ROLLOUT_STATUSES
+        and _within_outage_budget(session, attempt, outage_budget_s)
+    )
+    if free:
+        rollout.max_attempts += 1
     if rows:
         _insert_rows(session, attempt_id, rows)
     _set_attempt_status(attempt, AttemptStatus.FAILED)
@@ -432,7 +447,7 @@ def fail_attempt(
         _set_rollout_status(rollout, RolloutStatus.QUEUED)
         rollout.deadline_at = func.now() + timedelta(seconds=queue_timeout_s)
         session.flush()
-        return FailureDecision(True, mode, RolloutStatus.QUEUED.value)
+        return FailureDecision(True, mode, RolloutStatus.QUEUED.value, free=free)
     _set_rollout_status(rollout, RolloutStatus.FAILED)
     rollout.last_error = (
         f"failed after {rollout.attempts} attempts: {reason}"
@@ -443,6 +458,20 @@ def fail_attempt(
     rollout.deadline_at = None
     session.flush()
     return FailureDecision(False, mode, RolloutStatus.FAILED.value)
+
+
+def _within_outage_budget(session: Session, attempt: Attempt, budget_s: float) -> bool:
+    """True while the rollout's first failed attempt (this one included) started less
+    than ``budget_s`` ago."""
+    first = (
+        select(func.min(Attempt.started_at))
+        .where(
+            Attempt.rollout_id == attempt.rollout_id,
+            (Attempt.status == AttemptStatus.FAILED) | (Attempt.id == attempt.id),
+        )
+        .scalar_subquery()
+    )
+    return bool(session.scalar(select(first > func.now() - timedelta(seconds=budget_s))))
 
 
 def extend_deadlines(

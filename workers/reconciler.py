@@ -4,6 +4,13 @@ A rollout is stuck when it is ``queued`` or ``running`` and past its ``deadline_
 
 - ``queued`` past the queue timeout: its message was probably lost (Redis flushed or
   restarted without persistence, a send that failed after the commit). It is sent again.
+- ``queued`` for longer than ``rollout_message_grace_s`` and its message is nowhere in the
+  broker (neither waiting in a queue nor delivered and unacknowledged): lost the same way,
+  found within one pass instead of after the queue timeout (an hour by default). The
+  broker is read only when such rollouts exist (:func:`broker_rollout_ids`).
+
+Postgres is the truth for the policy endpoint too: each pass writes the active version's
+record back to Redis if Redis lost it (:func:`app.core.endpoint.restore_endpoint`).
 - ``running`` past its deadline: the worker heartbeat (:mod:`workers.runtime`) stopped
   extending it, so no live attempt exists (the process died, or the episode outlived its
   budget). Its running attempt is marked ``lost`` and the rollout is queued again, or
@@ -16,17 +23,23 @@ reconcilers (a loop, the trainer, a test) can run at once.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from celery import Celery
+from redis import Redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.core.celery import QUEUES
+from app.core.endpoint import restore_endpoint
 from app.core.enqueue import send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus, check_transition
 from app.db.models import Attempt, Rollout
@@ -35,6 +48,13 @@ from app.db.session import session_scope
 logger = logging.getLogger(__name__)
 
 BATCH = 500
+# kombu's Redis transport: one list per queue and priority step, and one hash of the
+# messages delivered but not yet acknowledged (running, or held for a countdown).
+PRIORITY_SEPARATOR = "\x06\x16"
+PRIORITY_STEPS = (0, 3, 6, 9)
+UNACKED_KEY = "unacked"
+SCAN_CHUNK = 1000
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 @dataclass
@@ -44,9 +64,79 @@ class ReconcileReport:
     resent: list[uuid.UUID] = field(default_factory=list)
     failed: list[uuid.UUID] = field(default_factory=list)
     lost_attempts: int = 0
+    missing_messages: int = 0
+    endpoint_restored: int | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.resent or self.failed or self.lost_attempts)
+        return bool(
+            self.resent or self.failed or self.lost_attempts or self.endpoint_restored is not None
+        )
+
+
+def _message_rollout_ids(raw: bytes | str) -> set[str]:
+    """The rollout id a kombu message carries (its ``argsrepr`` header), lower-case."""
+    try:
+        data = json.loads(raw)
+        if isinstance(data, list):  # the unacked hash holds [message, exchange, routing key]
+            data = data[0]
+        argsrepr = str(data["headers"].get("argsrepr", ""))
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return set()
+    return set(_UUID.findall(argsrepr.lower()))
+
+
+def broker_rollout_ids(redis: Redis, queues: tuple[str, ...] = QUEUES) -> set[str]:
+    """Ids of rollouts with a message in the broker: waiting or delivered-unacknowledged.
+
+    Queues are read before the unacknowledged hash: a message taken by a worker while
+    its queue is read is found in the hash. A message caught between the two (taken but
+    not yet recorded as unacknowledged) is missed and sent again: harmless, as a second
+    delivery of a running or finished rollout is a no-op.
+    """
+    found: set[str] = set()
+    for queue in queues:
+        for step in PRIORITY_STEPS:
+            name = queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}"
+            start = 0
+            while True:
+                chunk = redis.lrange(name, start, start + SCAN_CHUNK - 1)
+                for raw in chunk:
+                    found |= _message_rollout_ids(raw)
+                if len(chunk) < SCAN_CHUNK:
+                    break
+                start += SCAN_CHUNK
+    for _, raw in redis.hscan_iter(UNACKED_KEY, count=SCAN_CHUNK):
+        found |= _message_rollout_ids(raw)
+    return found
+
+
+def _queued_without_message(
+    session: Session,
+    settings: Settings,
+    broker_ids: Callable[[], set[str]],
+    already: set[uuid.UUID],
+) -> list[Rollout]:
+    """Queued rollouts older than the grace whose message the broker does not hold.
+
+    A queued rollout's ``deadline_at`` is its queueing time plus the queue timeout, so
+    "queued more than ``grace`` ago" is ``deadline_at < now + timeout - grace``.
+    """
+    window = settings.rollout_queue_timeout_s - settings.rollout_message_grace_s
+    if window <= 0:
+        return []  # the queue timeout alone resends them as quickly
+    query = select(Rollout).where(
+        Rollout.status == RolloutStatus.QUEUED,
+        Rollout.deadline_at < func.now() + timedelta(seconds=window),
+    )
+    if already:
+        query = query.where(Rollout.id.not_in(already))
+    candidates = session.scalars(
+        query.order_by(Rollout.deadline_at).limit(BATCH).with_for_update(skip_locked=True)
+    ).all()
+    if not candidates:
+        return []
+    present = broker_ids()
+    return [rollout for rollout in candidates if str(rollout.id) not in present]
 
 
 def _mark_lost(session: Session, rollout: Rollout) -> tuple[int, str]:
@@ -74,11 +164,15 @@ def _requeue(rollout: Rollout, queue_timeout_s: float) -> None:
 
 
 def reconcile_rows(
-    session: Session, settings: Settings
+    session: Session,
+    settings: Settings,
+    broker_ids: Callable[[], set[str]] | None = None,
 ) -> tuple[ReconcileReport, list[tuple[uuid.UUID, str]]]:
     """Repair stuck rollouts in the session's transaction; returns the jobs to send.
 
-    The caller sends the jobs after committing (``reconcile_once`` does both).
+    ``broker_ids`` returns the rollout ids the broker holds messages for (None: skip the
+    check for missing messages). The caller sends the jobs after committing
+    (``reconcile_once`` does both).
     """
     report = ReconcileReport()
     jobs: list[tuple[uuid.UUID, str]] = []
@@ -110,24 +204,45 @@ def reconcile_rows(
             rollout.deadline_at = func.now() + timedelta(seconds=settings.rollout_queue_timeout_s)
         jobs.append((rollout.id, str(rollout.mode)))
         report.resent.append(rollout.id)
+    if broker_ids is not None:
+        missing = _queued_without_message(session, settings, broker_ids, set(report.resent))
+        for rollout in missing:
+            rollout.deadline_at = func.now() + timedelta(seconds=settings.rollout_queue_timeout_s)
+            jobs.append((rollout.id, str(rollout.mode)))
+            report.resent.append(rollout.id)
+        report.missing_messages = len(missing)
     session.flush()
     return report, jobs
 
 
 def reconcile_once(
-    sessions: sessionmaker[Session], celery: Celery, settings: Settings
+    sessions: sessionmaker[Session],
+    celery: Celery,
+    settings: Settings,
+    redis: Redis | None = None,
 ) -> ReconcileReport:
-    """One pass: repair, commit, then send the jobs again."""
+    """One pass: restore the endpoint record, repair, commit, then send the jobs again.
+
+    ``redis`` is the broker's Redis; without it, only the deadlines are checked.
+    """
     with session_scope(sessions) as session:
-        report, jobs = reconcile_rows(session, settings)
+        restored = restore_endpoint(session, redis) if redis is not None else None
+        broker_ids = (lambda: broker_rollout_ids(redis)) if redis is not None else None
+        report, jobs = reconcile_rows(session, settings, broker_ids)
+    report.endpoint_restored = None if restored is None else restored.version
     if jobs:
         send_rollouts(celery, jobs)
     if report:
         logger.info(
-            "reconciler: %d resent, %d failed, %d attempts marked lost",
+            "reconciler: %d resent (%d with no message in the broker), %d failed, "
+            "%d attempts marked lost%s",
             len(report.resent),
+            report.missing_messages,
             len(report.failed),
             report.lost_attempts,
+            ""
+            if report.endpoint_restored is None
+            else f", policy endpoint v{report.endpoint_restored} restored",
         )
     return report
 
@@ -138,13 +253,14 @@ def run_loop(
     settings: Settings,
     *,
     interval_s: float,
+    redis: Redis | None = None,
     stop: threading.Event | None = None,
 ) -> None:
     """Reconcile every ``interval_s`` until ``stop`` is set; a failed pass is logged and retried."""
     stop = stop or threading.Event()
     while True:
         try:
-            reconcile_once(sessions, celery, settings)
+            reconcile_once(sessions, celery, settings, redis)
         except Exception:
             logger.exception("reconciler pass failed; retrying in %.1fs", interval_s)
         if stop.wait(interval_s):

@@ -7,22 +7,34 @@ Idempotent and safe to deliver more than once (jobs are acknowledged late):
 - otherwise every delivery opens a new attempt (previous + 1); an attempt left
   ``running`` by a dead worker is marked ``lost`` and its rows are never used for training;
 - a failed attempt (LLM unavailable, env error, budget exceeded, ...) is recorded with
-  its reason and the rollout is queued again until ``max_attempts``, then failed.
+  its reason and the rollout is queued again until ``max_attempts``, then failed;
+- an infrastructure failure (env server, LLM server, Postgres or Redis unreachable) is
+  not the episode's: while ``outage_budget_s`` lasts (5 minutes by default, counted from
+  the rollout's first failed attempt) it does not use up an attempt, and retries back off
+  up to ``retry_backoff_max_s``, so a rollout outlives a minute-long outage of any part;
+- a delivery never ends without its outcome recorded: while Postgres is unreachable the
+  worker thread keeps the (unacknowledged) message and retries writing, within the same
+  budget.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
+from redis.exceptions import RedisError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
+from app.core.endpoint import EndpointUnavailable
 from app.core.enqueue import SAMPLING_KEYS, on_commit, send_after_commit
 from app.core.env_client import EnvError
-from app.core.llm import LLMError, Sampling
+from app.core.llm import LLMError, LLMUnavailable, Sampling
 from app.db.session import session_scope
 from workers.agent import run_episode
 from workers.external_agent import ExternalAgentError, play_external_attempt
@@ -30,6 +42,7 @@ from workers.persistence import (
     AttemptStart,
     AttemptSuperseded,
     EpisodeOutcome,
+    FailureDecision,
     fail_attempt,
     finish_attempt,
     start_attempt,
@@ -38,6 +51,9 @@ from workers.recording import AttemptRecorder, EpisodeBudgetExceeded, LogPublish
 from workers.runtime import WorkerRuntime, liveness_s
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DATABASE_DOWN = (OperationalError, InterfaceError)
 
 
 class Outcome(StrEnum):
@@ -65,6 +81,15 @@ def retry_delay_s(backoff_s: float, attempt_number: int) -> float:
     return backoff_s * 2 ** (attempt_number - 1)
 
 
+def infrastructure_failure(exc: BaseException) -> bool:
+    """An outage of a part the episode depends on, not something the episode did: the env
+    server unreachable, failing (5xx, 429) or restarted (it forgot the session: 404/410),
+    the LLM server unavailable past its retry budget, Postgres or Redis unreachable."""
+    if isinstance(exc, EnvError):
+        return exc.retryable or exc.status_code in (404, 410)
+    return isinstance(exc, (LLMUnavailable, EndpointUnavailable, RedisError, *DATABASE_DOWN))
+
+
 def _failure(exc: BaseException) -> tuple[str, bool]:
     """``(reason, retryable)`` of an exception that ended an attempt."""
     if isinstance(exc, EnvError):
@@ -82,13 +107,57 @@ def _failure(exc: BaseException) -> tuple[str, bool]:
     return f"unexpected {type(exc).__name__}: {exc}", True
 
 
+def until_recorded(
+    write: Callable[[], T],
+    *,
+    budget_s: float,
+    backoff_s: float,
+    backoff_max_s: float,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run ``write`` (one transaction) until Postgres takes it or ``budget_s`` passes.
+
+    Only an unreachable database is retried (connection refused, dropped, server shutting
+    down); any other error is raised at once. The caller's message stays unacknowledged
+    meanwhile, so nothing is acknowledged that was not recorded.
+    """
+    deadline = time.monotonic() + budget_s
+    delay = backoff_s
+    while True:
+        try:
+            return write()
+        except DATABASE_DOWN as exc:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise
+            logger.warning("database unreachable while %s; retrying in %.1fs: %s", what, delay, exc)
+            sleep(min(delay, remaining))
+            delay = min(delay * 2, backoff_max_s)
+
+
+def _record(runtime: WorkerRuntime, write: Callable[[], T], what: str) -> T:
+    settings = runtime.settings
+    return until_recorded(
+        write,
+        budget_s=settings.outage_budget_s,
+        backoff_s=settings.llm_backoff_initial_s,
+        backoff_max_s=settings.llm_backoff_max_s,
+        what=what,
+    )
+
+
 def execute_rollout(runtime: WorkerRuntime, celery: Celery, rollout_id: uuid.UUID) -> Outcome:
     """Run one delivery of ``rollout_id`` (see the module docstring)."""
     settings = runtime.settings
-    with session_scope(runtime.sessions) as session:
-        start = start_attempt(
-            session, rollout_id, worker=runtime.worker, liveness_s=liveness_s(settings)
-        )
+
+    def open_attempt() -> AttemptStart | None:
+        with session_scope(runtime.sessions) as session:
+            return start_attempt(
+                session, rollout_id, worker=runtime.worker, liveness_s=liveness_s(settings)
+            )
+
+    start = _record(runtime, open_attempt, f"starting rollout {rollout_id}")
     if start is None:
         logger.info(
             "rollout %s: finished, out of attempts or running elsewhere; nothing to run",
@@ -150,20 +219,28 @@ def _play(
         return Outcome.SUPERSEDED
     except Exception as exc:
         reason, retryable = _failure(exc)
-        if reason.startswith("unexpected"):
+        infrastructure = infrastructure_failure(exc)
+        if reason.startswith("unexpected") and not infrastructure:
             logger.exception("rollout %s attempt %d crashed", start.rollout_id, start.number)
-        return _record_failure(runtime, celery, start, recorder, publisher, reason, retryable)
+        return _record_failure(
+            runtime, celery, start, recorder, publisher, reason, retryable, infrastructure
+        )
     outcome = EpisodeOutcome(
         reward=result.reward, num_steps=result.num_steps, reward_parts=result.reward_parts
     )
-    with session_scope(runtime.sessions) as session:
-        finished = finish_attempt(
-            session,
-            start.attempt_id,
-            outcome,
-            recorder.take_pending(),
-            policy_versions=None if agent_url else result.policy_versions,
-        )
+    pending = recorder.take_pending()
+
+    def finish() -> bool:
+        with session_scope(runtime.sessions) as session:
+            return finish_attempt(
+                session,
+                start.attempt_id,
+                outcome,
+                pending,
+                policy_versions=None if agent_url else result.policy_versions,
+            )
+
+    finished = _record(runtime, finish, f"finishing rollout {start.rollout_id}")
     if not finished:
         publisher.publish("superseded")
         return Outcome.SUPERSEDED
@@ -179,26 +256,43 @@ def _record_failure(
     publisher: LogPublisher,
     reason: str,
     retryable: bool,
+    infrastructure: bool = False,
 ) -> Outcome:
     logger.warning("rollout %s attempt %d failed: %s", start.rollout_id, start.number, reason)
-    with session_scope(runtime.sessions) as session:
-        decision = fail_attempt(
-            session,
-            start.attempt_id,
-            reason,
-            queue_timeout_s=runtime.settings.rollout_queue_timeout_s,
-            rows=recorder.take_pending(),
-            retryable=retryable,
-        )
-        if decision.retry:
-            jobs = [(start.rollout_id, decision.mode)]
-            # Redis hands an ETA message held longer than the visibility timeout to a
-            # second worker, so the delay stays well below it.
-            delay = min(
-                retry_delay_s(runtime.settings.retry_backoff_s, start.number),
-                runtime.limits.visibility_s / 2,
+    settings = runtime.settings
+    pending = recorder.take_pending()
+    # Redis hands an ETA message held longer than the visibility timeout to a second
+    # worker, so the delay stays well below it.
+    delay = min(
+        retry_delay_s(settings.retry_backoff_s, start.number),
+        settings.retry_backoff_max_s,
+        runtime.limits.visibility_s / 2,
+    )
+
+    def record() -> FailureDecision:
+        with session_scope(runtime.sessions) as session:
+            decision = fail_attempt(
+                session,
+                start.attempt_id,
+                reason,
+                queue_timeout_s=settings.rollout_queue_timeout_s,
+                rows=pending,
+                retryable=retryable,
+                outage_budget_s=settings.outage_budget_s if infrastructure else None,
             )
-            on_commit(session, lambda: send_after_commit(celery, jobs, countdown=delay))
+            if decision.retry:
+                jobs = [(start.rollout_id, decision.mode)]
+                on_commit(session, lambda: send_after_commit(celery, jobs, countdown=delay))
+            return decision
+
+    decision = _record(runtime, record, f"recording the failure of rollout {start.rollout_id}")
+    if decision.free:
+        logger.info(
+            "rollout %s attempt %d: infrastructure failure, attempt not counted; retry in %.0fs",
+            start.rollout_id,
+            start.number,
+            delay,
+        )
     if decision.superseded:
         return Outcome.SUPERSEDED
     publisher.publish("failed", reason=reason, retry=decision.retry)

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 
+from app.api.body_limit import BodySizeLimit
 from app.api.errors import NotFoundError
 from app.api.gateway_fast_path import GatewayFastPath
 from app.api.metrics import ApiMetrics, RequestMetricsMiddleware
@@ -86,6 +87,8 @@ def create_app(settings: Settings) -> FastAPI:
     # Added last, so it runs first: well-formed gateway calls skip the routing and metrics
     # layers (and count themselves).
     app.add_middleware(GatewayFastPath, metrics=app.state.metrics, token=settings.api_token)
+    # Outermost: no layer reads a body over the cap.
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api_max_body_bytes)
     for module in (rollouts, policy):
         app.include_router(module.writes)
     for module in (rollouts, trajectories, policy, stats, health, metrics, gateway):

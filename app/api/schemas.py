@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
+from app.core.llm import SamplingOverrides
 from app.db.lifecycle import AttemptStatus, PolicyVersionStatus, RolloutMode, RolloutStatus
 
 
@@ -22,7 +23,9 @@ class RolloutCreate(BaseModel):
     group_size: int = Field(1, ge=1, le=256, description="Samples per goal (GRPO group).")
     mode: RolloutMode = RolloutMode.TRAIN
     agent_url: HttpUrl | None = Field(None, description="External agent playing the episodes.")
-    sampling: dict[str, Any] | None = Field(None, description="LLM sampling parameters.")
+    sampling: SamplingOverrides | None = Field(
+        None, description="LLM sampling parameters over the workers' defaults (bounded)."
+    )
 
     @model_validator(mode="after")
     def _one_source_of_goals(self) -> RolloutCreate:

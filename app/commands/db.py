@@ -25,12 +25,17 @@ def _database_url() -> str:
 def upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
     """Migrate the database up to REVISION (default: the newest)."""
     from app.db import migrate
+    from app.db.readonly import set_readonly_password
 
     url = _database_url()
     try:
         migrate.upgrade(url, revision)
     except migrate.MigrationError as exc:
         raise fail(exc) from exc
+    settings = get_settings()
+    if settings.sql_password:
+        set_readonly_password(url, settings.sql_password, settings.sql_user)
+        console.print(f"password of {settings.sql_user} set (WSRL_SQL_PASSWORD)")
     console.print(f"database at revision {migrate.current_revision(url) or 'base'}")
 
 

@@ -32,6 +32,13 @@ def serve(
     max_sessions: int = typer.Option(
         10_000, "--max-sessions", min=1, help="Live sessions at most (429 beyond)."
     ),
+    max_sessions_per_client: int | None = typer.Option(
+        None,
+        "--max-sessions-per-client",
+        min=1,
+        help="Live sessions one client address may hold (429 beyond); default half of "
+        "--max-sessions.",
+    ),
 ) -> None:
     """Serve the env: native API at /, AgentGym routes at /agentgym, AGL routes at /agl.
 
@@ -65,7 +72,13 @@ def serve(
         data_dir or f"the generated catalog ({products or 'default size'})",
         time.perf_counter() - started,
     )
-    app = create_app(env, session_ttl_s=session_ttl, max_sessions=max_sessions)
+    app = create_app(
+        env,
+        session_ttl_s=session_ttl,
+        max_sessions=max_sessions,
+        max_sessions_per_client=max_sessions_per_client,
+        token=settings.env_token,
+    )
     logger.info("serving the WebShop env on http://%s:%d", host, port)
     run_server(app, host=host, port=port)
 

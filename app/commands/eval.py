@@ -10,18 +10,24 @@ directly, so no API server is needed; an env server and workers on ``eval`` are.
 every LLM call of the evaluation records which endpoint served it. Workers switch to it
 from their next call: use it on a deployment that is not training at the same time.
 
-The last line printed is ``score=<0-100> success=<0-100>% episodes=<n>``: score is 100 x
-the mean reward, success the share of episodes with reward 1; a rollout that failed
-(out of attempts) counts as reward 0.
+The last line printed is ``score=<0-100> success=<0-100>% episodes=<n> failed=<m>``:
+``episodes`` are the rollouts that played to the end, score is 100 x their mean reward and
+success the share with reward 1; ``failed`` counts the rollouts that never completed (out
+of attempts, cancelled) apart, so an outage cannot pass for a low score. The exit status
+is 1 when any of them failed for an infrastructure reason (env, LLM, database, Redis or a
+worker unreachable or lost: the score does not measure the policy), with the reasons on
+stderr. The wait polls Postgres through outages (an unreachable database is retried until
+``--timeout``).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 from rich.console import Console
@@ -37,28 +43,80 @@ console = Console(stderr=True)
 POLL_S = 0.5
 
 
+# Substrings of a failed rollout's ``last_error`` that name a part of the deployment, not
+# the policy: env server, LLM server, policy endpoint, database, Redis, a lost worker, a
+# budget that ran out while waiting on one of them.
+INFRASTRUCTURE_MARKERS = (
+    "env error",
+    "LLMUnavailable",
+    "policy endpoint",
+    "lost",
+    "timeout",
+    "OperationalError",
+    "InterfaceError",
+    "Redis",
+    "ConnectionError",
+    "unreachable",
+)
+
+
+class Outcome(NamedTuple):
+    """One eval rollout once final."""
+
+    status: str
+    reward: float | None
+    last_error: str | None
+
+
+def infrastructure_failure(reason: str | None) -> bool:
+    return reason is not None and any(marker in reason for marker in INFRASTRUCTURE_MARKERS)
+
+
 @dataclass(frozen=True)
 class EvalScore:
+    """Score and success over completed episodes; failed rollouts counted apart."""
+
     score: float
     success: float
     episodes: int
     failed: int
+    infrastructure: int
+    reasons: dict[str, int]
 
     def line(self) -> str:
-        return f"score={self.score:.1f} success={self.success:.1f}% episodes={self.episodes}"
+        return (
+            f"score={self.score:.1f} success={self.success:.1f}% "
+            f"episodes={self.episodes} failed={self.failed}"
+        )
 
 
-def score_of(rewards: Sequence[float | None]) -> EvalScore:
-    """WebShop's score over finished episodes; ``None`` (a failed rollout) counts as 0."""
-    if not rewards:
-        return EvalScore(0.0, 0.0, 0, 0)
-    values = [r or 0.0 for r in rewards]
+def score_of(outcomes: Sequence[Outcome]) -> EvalScore:
+    """WebShop's score over the episodes that completed (``succeeded`` rollouts).
+
+    A rollout that did not complete has no reward: counting it as 0 would report an outage
+    as a bad policy, so it is counted in ``failed`` instead (and in ``infrastructure``
+    when its reason names a part of the deployment).
+    """
+    values = [o.reward or 0.0 for o in outcomes if o.status == "succeeded"]
+    failed = [o for o in outcomes if o.status != "succeeded"]
+    reasons = Counter(_short_reason(o.last_error or o.status) for o in failed)
     return EvalScore(
-        score=100 * sum(values) / len(values),
-        success=100 * sum(v == 1.0 for v in values) / len(values),
+        score=100 * sum(values) / len(values) if values else 0.0,
+        success=100 * sum(v == 1.0 for v in values) / len(values) if values else 0.0,
         episodes=len(values),
-        failed=sum(r is None for r in rewards),
+        failed=len(failed),
+        infrastructure=sum(infrastructure_failure(o.last_error) for o in failed),
+        reasons=dict(reasons.most_common()),
     )
+
+
+def _short_reason(reason: str) -> str:
+    """The reason without the attempt count and details: ``failed after 3 attempts: env
+    error: ...`` -> ``env error``."""
+    for prefix in ("failed after", "failed (not retryable)", "no attempts left after"):
+        if reason.startswith(prefix):
+            reason = reason.split(": ", 1)[-1]
+    return reason.split(":", 1)[0][:80]
 
 
 def eval_command(
@@ -88,15 +146,22 @@ def eval_command(
     sessions = make_sessionmaker(engine)
     try:
         ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
-        rewards = _wait_with_progress(sessions, ids, timeout)
+        outcomes = _wait_with_progress(sessions, ids, timeout)
     except (EnqueueError, EnvError, LookupError) as exc:
         raise fail(exc) from exc
     finally:
         engine.dispose()
-    result = score_of(rewards)
+    result = score_of(outcomes)
     if result.failed:
-        console.print(f"{result.failed} episode(s) failed after all attempts (reward 0)")
+        console.print(
+            f"{result.failed} of {len(ids)} rollouts did not complete (not in the score), "
+            f"{result.infrastructure} for an infrastructure reason:"
+        )
+        for reason, count in result.reasons.items():
+            console.print(f"  {count} x {reason}", highlight=False)
     typer.echo(result.line())
+    if result.infrastructure:
+        raise typer.Exit(1)
 
 
 def _enqueue(
@@ -146,7 +211,7 @@ def _enqueue(
 
 def _wait_with_progress(
     sessions: sessionmaker[Session], ids: list[uuid.UUID], timeout: float
-) -> list[float | None]:
+) -> list[Outcome]:
     """A bar on a terminal, a plain line every 10 s otherwise (:class:`WorkProgress`)."""
     from app.progress import WorkProgress
 
@@ -161,32 +226,53 @@ def wait_for_rollouts(
     ids: list[uuid.UUID],
     timeout: float,
     on_progress: Callable[[int], None],
-) -> list[float | None]:
-    """Poll until every rollout is final; rewards, None for a failed/cancelled rollout.
+) -> list[Outcome]:
+    """Poll until every rollout is final and return their outcomes.
 
-    Exits with an error naming how many are left when ``timeout`` passes.
+    An unreachable database (restarting, failing over) is retried on the next poll, with
+    one message when it goes and one when it is back. Exits with an error naming how
+    many are left when ``timeout`` passes.
     """
     from sqlalchemy import select
+    from sqlalchemy.exc import InterfaceError, OperationalError
 
-    from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, RolloutStatus
+    from app.db.lifecycle import FINAL_ROLLOUT_STATUSES
     from app.db.models import Rollout
 
     deadline = time.monotonic() + timeout
+    down_since: float | None = None
+    done: list = []
     while True:
-        with sessions() as session:
-            rows = session.execute(
-                select(Rollout.status, Rollout.reward).where(Rollout.id.in_(ids))
-            ).all()
-        done = [row for row in rows if row.status in FINAL_ROLLOUT_STATUSES]
-        on_progress(len(done))
-        if len(done) == len(ids):
-            return [r.reward if r.status == RolloutStatus.SUCCEEDED else None for r in done]
+        try:
+            with sessions() as session:
+                rows = session.execute(
+                    select(Rollout.status, Rollout.reward, Rollout.last_error).where(
+                        Rollout.id.in_(ids)
+                    )
+                ).all()
+        except (OperationalError, InterfaceError) as exc:
+            if down_since is None:
+                down_since = time.monotonic()
+                console.print(f"database unreachable, still waiting: {_first_line(exc)}")
+        else:
+            if down_since is not None:
+                console.print(f"database back after {time.monotonic() - down_since:.0f}s")
+                down_since = None
+            done = [row for row in rows if row.status in FINAL_ROLLOUT_STATUSES]
+            on_progress(len(done))
+            if len(done) == len(ids):
+                return [Outcome(str(r.status), r.reward, r.last_error) for r in done]
         if time.monotonic() > deadline:
             raise fail(
                 f"{len(ids) - len(done)} of {len(ids)} eval rollouts unfinished after "
                 f"{timeout:g}s (are workers consuming the 'eval' queue?)"
             )
         time.sleep(POLL_S)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def register(cli: typer.Typer) -> None:

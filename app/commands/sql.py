@@ -36,12 +36,23 @@ def _cell(value: Any) -> str:
 def sql(
     statement: str = typer.Argument(..., help="One SQL statement, e.g. SELECT * FROM trajectories"),
     output: OutputFormat = typer.Option(OutputFormat.TABLE, "--format", "-f", help="Output."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=0.001, help="Statement timeout in seconds (default: settings)."
+    ),
 ) -> None:
-    """Run one read-only statement (as wsrl_readonly, rolled back); writes are refused."""
+    """Run one read-only statement (logged in as wsrl_readonly, rolled back); writes are
+    refused."""
     from app.db.readonly import QueryError, ReadOnlyViolation, run_readonly
 
+    settings = get_settings()
     try:
-        result = run_readonly(get_settings().resolved_database_url(), statement)
+        result = run_readonly(
+            settings.resolved_database_url(),
+            statement,
+            timeout_s=timeout or settings.sql_statement_timeout_s,
+            user=settings.sql_user,
+            password=settings.sql_password,
+        )
     except (ServicesNotRunningError, ReadOnlyViolation, QueryError) as exc:
         err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from exc

@@ -138,6 +138,8 @@ def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
 ) -> None:
     """Re-enqueue rollouts stuck past their deadline; fail those out of attempts."""
+    from redis import Redis
+
     from app.db.session import make_engine, make_sessionmaker
     from workers.celery_app import get_app
     from workers.reconciler import reconcile_once, run_loop
@@ -146,21 +148,32 @@ def reconcile(
     try:
         engine = make_engine(settings)
         celery = get_app()
+        broker = Redis.from_url(settings.resolved_redis_url())
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
     sessions = make_sessionmaker(engine)
     try:
         if once:
-            report = reconcile_once(sessions, celery, settings)
+            report = reconcile_once(sessions, celery, settings, broker)
+            restored = report.endpoint_restored
             console.print(
-                f"resent {len(report.resent)}, failed {len(report.failed)}, "
-                f"attempts marked lost {report.lost_attempts}"
+                f"resent {len(report.resent)} ({report.missing_messages} with no message in "
+                f"the broker), failed {len(report.failed)}, attempts marked lost "
+                f"{report.lost_attempts}"
+                + ("" if restored is None else f", policy endpoint v{restored} restored")
             )
             return
-        run_loop(sessions, celery, settings, interval_s=interval or settings.reconcile_interval_s)
+        run_loop(
+            sessions,
+            celery,
+            settings,
+            interval_s=interval or settings.reconcile_interval_s,
+            redis=broker,
+        )
     except KeyboardInterrupt:
         pass
     finally:
+        broker.close()
         engine.dispose()
 
 

@@ -8,8 +8,11 @@ read the key once per LLM call (a single GET; the API's gateway follows the anno
 instead, :mod:`app.api.services.gateway_endpoint`), so a new version is used from the next
 call on without a restart.
 While weights sync the status is ``paused``: callers wait (capped backoff) instead of
-failing. With nothing published, the endpoint of the settings (``llm_base_url``, version 0)
-is used, so a plain OpenAI-compatible server works without a trainer.
+failing. Postgres is the truth: when Redis lost the record (flushed, restarted without its
+files) :func:`restore_endpoint` writes it back from the ``active`` row, and the resolver
+does so before it falls back. With nothing published at all, the endpoint of the settings
+(``llm_base_url``, version 0) is used, so a plain OpenAI-compatible server works without a
+trainer.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any, cast
 from redis import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.lifecycle import PolicyVersionStatus, check_transition
@@ -191,14 +195,76 @@ def publish_endpoint(
     return receivers
 
 
+def withdraw_policy(session: Session, redis: Redis) -> int:
+    """Unpublish for good: retire the active version(s) in Postgres, then withdraw the
+    Redis record; returns how many versions were retired. Withdrawing only the record
+    (:func:`withdraw_endpoint`) looks like Redis having lost it, and the active version
+    would be restored (:func:`restore_endpoint`)."""
+    active = session.scalars(
+        select(PolicyVersion).where(PolicyVersion.status == PolicyVersionStatus.ACTIVE)
+    ).all()
+    for row in active:
+        check_transition("policy_version", row.status, PolicyVersionStatus.RETIRED)
+        row.status = PolicyVersionStatus.RETIRED
+    session.flush()
+    withdraw_endpoint(redis)
+    return len(active)
+
+
 def withdraw_endpoint(
     redis: Redis, *, key: str = ENDPOINT_KEY, channel: str = ENDPOINT_CHANNEL
 ) -> None:
-    """Unpublish: delete the record, then announce an empty one, so that readers that
-    follow the announcements (the API's gateway) fall back to the settings at once."""
+    """Unpublish the Redis record: delete it, then announce an empty one, so that readers
+    that follow the announcements (the API's gateway) fall back to the settings at once.
+    While Postgres records an active version, workers and the reconciler write the record
+    back: use :func:`withdraw_policy` to unpublish for good."""
     redis.delete(key)
     redis.publish(channel, b"")
     logger.info("withdrew the published policy endpoint")
+
+
+def recorded_endpoint(session: Session) -> PolicyEndpoint | None:
+    """The ``active`` policy version as a serving endpoint, or None when none is active."""
+    row = session.scalars(
+        select(PolicyVersion)
+        .where(PolicyVersion.status == PolicyVersionStatus.ACTIVE)
+        .order_by(PolicyVersion.version.desc())
+        .limit(1)
+    ).first()
+    if row is None or not row.base_url or not row.model:
+        return None
+    return PolicyEndpoint(base_url=row.base_url, model=row.model, version=row.version)
+
+
+def restore_endpoint(
+    session: Session,
+    redis: Redis,
+    *,
+    key: str = ENDPOINT_KEY,
+    channel: str = ENDPOINT_CHANNEL,
+) -> PolicyEndpoint | None:
+    """Write the active version's record back to Redis when Redis lost it; returns it.
+
+    Postgres is the truth: a flushed or restarted Redis must not send workers to the
+    settings' fallback (another model, its samples mislabelled as version 0) or fail them
+    with "no policy endpoint". The key is set only if absent (``SET NX``), so a record
+    published meanwhile by :func:`publish_policy` is never overwritten; the announcement
+    follows only when this call wrote the key. Returns None when Redis holds a record or no
+    version is active.
+    """
+    if redis.exists(key):
+        return None
+    endpoint = recorded_endpoint(session)
+    if endpoint is None:
+        return None
+    if not redis.set(key, endpoint.to_json(), nx=True):
+        return None
+    redis.publish(channel, endpoint.to_json())
+    logger.warning(
+        "policy endpoint record was missing from Redis; restored v%d from Postgres",
+        endpoint.version,
+    )
+    return endpoint
 
 
 def read_endpoint(redis: Redis, *, key: str = ENDPOINT_KEY) -> PolicyEndpoint | None:
@@ -217,10 +283,13 @@ def fallback_endpoint(settings: Settings) -> PolicyEndpoint | None:
 
 
 class EndpointResolver:
-    """Finds the endpoint to call, per call: Redis first, then the settings.
+    """Finds the endpoint to call, per call: Redis first, then Postgres, then the settings.
 
-    ``redis=None`` means no trainer publishes (evaluation against a fixed server).
-    Thread-safe as long as the Redis client is (redis-py clients are).
+    ``redis=None`` means no trainer publishes (evaluation against a fixed server). With
+    ``sessions``, a record missing from Redis is restored from the active policy version
+    (:func:`restore_endpoint`) before the settings' fallback is considered; the lookup
+    costs one query only while the key is missing. Thread-safe as long as the Redis client
+    is (redis-py clients are).
     """
 
     def __init__(
@@ -228,11 +297,13 @@ class EndpointResolver:
         settings: Settings,
         redis: Redis | None = None,
         *,
+        sessions: sessionmaker[Session] | None = None,
         key: str = ENDPOINT_KEY,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._settings = settings
         self._redis = redis
+        self._sessions = sessions
         self._key = key
         self._sleep = sleep
         # The last record read and its parse: the record changes rarely, the GET is per call.
@@ -248,6 +319,17 @@ class EndpointResolver:
         endpoint = PolicyEndpoint.from_json(raw)
         self._last = (raw, endpoint)
         return endpoint
+
+    def _restored(self, redis: Redis) -> PolicyEndpoint | None:
+        if self._sessions is None:
+            return None
+        try:
+            with self._sessions() as session:
+                restore_endpoint(session, redis, key=self._key)
+            # Read back: another thread may have restored it, or a trainer published anew.
+            return self._published(redis)
+        except (RedisError, SQLAlchemyError) as exc:
+            raise EndpointUnavailable(f"cannot restore the policy endpoint: {exc}") from exc
 
     def current(self) -> PolicyEndpoint:
         """The endpoint as published now (serving or paused): one GET per call, so a new
@@ -265,6 +347,9 @@ class EndpointResolver:
                 raise EndpointUnavailable(f"bad policy endpoint record: {exc}") from exc
             if published is not None:
                 return published
+            restored = self._restored(self._redis)
+            if restored is not None:
+                return restored
         fallback = fallback_endpoint(self._settings)
         if fallback is None:
             raise EndpointUnavailable(

@@ -3,12 +3,15 @@
 Rows first, messages after the commit: :func:`enqueue_rollouts` adds rows to the caller's
 transaction and sends the Celery messages only once that transaction commits (a
 rollback sends nothing). If sending fails after the commit, the rows stay ``queued``
-and the reconciler sends them again when their deadline passes; Postgres decides what
-exists, Redis only carries work.
+and the reconciler sends them again (it finds queued rollouts whose message is not in the
+broker); Postgres decides what exists, Redis only carries work. An enqueue with an
+idempotency key is done at most once per key.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 import uuid
@@ -19,16 +22,17 @@ from typing import Any
 
 import httpx
 from celery import Celery
-from sqlalchemy import event, func, select
+from pydantic import ValidationError
+from sqlalchemy import event, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app.config import Settings, get_settings
 from app.core.celery import ROLLOUT_TASK, queue_for_mode
 from app.core.env_client import EnvClient, EnvError
-from app.core.llm import Sampling
+from app.core.llm import Sampling, SamplingOverrides
 from app.db.lifecycle import GoalSource, RolloutMode, RolloutStatus
-from app.db.models import Goal, Rollout
+from app.db.models import EnqueueRequest, Goal, Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,10 @@ _AFTER_COMMIT_KEY = "wsrl_after_commit"
 
 class EnqueueError(ValueError):
     """A request that cannot be turned into rollouts; the message says what to change."""
+
+
+class IdempotencyConflict(EnqueueError):
+    """The idempotency key was used before for a different request."""
 
 
 def on_commit(session: Session, callback: Callable[[], None]) -> None:
@@ -92,17 +100,31 @@ def send_after_commit(
         logger.exception("sending %d rollout jobs failed; the reconciler will resend", len(jobs))
 
 
-def choose_goals(session: Session, split: str, count: int | None, rng: random.Random) -> list[int]:
+def choose_goals(
+    session: Session,
+    split: str,
+    count: int | None,
+    rng: random.Random,
+    *,
+    allow_fewer: bool = True,
+) -> list[int]:
     """``count`` distinct goals of ``split`` drawn by weight (all of them when count is None).
 
     Weighted sampling without replacement: each goal gets the key ``u ** (1 / weight)``
     and the largest keys win, so a goal of weight 2 is about twice as likely as one of 1.
+    A ``count`` above the split's size takes the whole split, or is an
+    :class:`EnqueueError` when ``allow_fewer`` is false (the API's rule).
     """
     rows = session.execute(
         select(Goal.id, Goal.weight).where(Goal.split == split).order_by(Goal.id)
     ).all()
     if not rows:
         raise EnqueueError(f"no goals in split {split!r}; run sync_goals (wsrl enqueue does)")
+    if count is not None and count > len(rows) and not allow_fewer:
+        raise EnqueueError(
+            f"count {count} is more than the {len(rows)} goals of split {split!r}; "
+            f"ask for at most {len(rows)} (or more group_size samples per goal)"
+        )
     if count is None or count >= len(rows):
         return [goal_id for goal_id, _ in rows]
     keys = [
@@ -126,13 +148,20 @@ def enqueue_rollouts(
     sampling: dict[str, Any] | None = None,
     settings: Settings | None = None,
     seed: int | None = None,
+    allow_fewer: bool = True,
+    idempotency_key: str | None = None,
 ) -> list[uuid.UUID]:
     """Create ``group_size`` rollouts per goal (one group id per goal) and queue their jobs.
 
     Goals are ``goal_ids`` or ``count`` goals drawn from ``split`` (all of the split when
-    ``count`` is None). The jobs are sent after the caller commits the session. Raises
-    :class:`EnqueueError` for a request that names no goals, unknown goal ids, or bad
-    sizes.
+    ``count`` is None; see :func:`choose_goals` for ``allow_fewer``). The jobs are sent
+    after the caller commits the session. Raises :class:`EnqueueError` for a request
+    that names no goals, unknown goal ids, bad sizes or bad sampling values.
+
+    With ``idempotency_key``, the same request made again (a client retrying after a
+    timeout) returns the rollouts of the first and creates nothing; the same key with a
+    different request is an :class:`IdempotencyConflict`. Concurrent requests with one
+    key wait for each other on the key's row.
     """
     settings = settings or get_settings()
     if group_size < 1:
@@ -149,6 +178,10 @@ def enqueue_rollouts(
             raise EnqueueError(
                 f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}"
             )
+        try:
+            sampling = SamplingOverrides.model_validate(sampling).as_dict()
+        except ValidationError as exc:
+            raise EnqueueError(f"bad sampling values: {_errors(exc)}") from None
     if agent_url is not None and not agent_url.startswith(("http://", "https://")):
         raise EnqueueError(f"agent_url must be an http(s) URL, got {agent_url!r}")
     if goal_ids is not None and split is not None:
@@ -162,9 +195,23 @@ def enqueue_rollouts(
         if missing:
             raise EnqueueError(f"unknown goal ids: {missing[:20]} (sync goals from the env first)")
     elif split is not None:
-        chosen = choose_goals(session, split, count, random.Random(seed))
+        chosen = choose_goals(session, split, count, random.Random(seed), allow_fewer=allow_fewer)
     else:
         raise EnqueueError("give goal_ids or split")
+    if idempotency_key is not None:
+        fingerprint = _fingerprint(
+            goal_ids=goal_ids,
+            split=split,
+            count=count,
+            group_size=group_size,
+            mode=rollout_mode.value,
+            agent_url=agent_url,
+            sampling=sampling,
+            seed=seed,
+        )
+        replay = _claim_key(session, idempotency_key, fingerprint)
+        if replay is not None:
+            return replay
 
     deadline = func.now() + timedelta(seconds=settings.rollout_queue_timeout_s)
     rows: list[dict[str, Any]] = []
@@ -187,6 +234,12 @@ def enqueue_rollouts(
             )
     for start in range(0, len(rows), 1000):
         session.execute(insert(Rollout).values(rows[start : start + 1000]))
+    if idempotency_key is not None:
+        session.execute(
+            update(EnqueueRequest)
+            .where(EnqueueRequest.key == idempotency_key)
+            .values(rollout_ids=[row["id"] for row in rows])
+        )
     jobs = [(row["id"], rollout_mode.value) for row in rows]
     on_commit(session, lambda: send_after_commit(celery, jobs))
     logger.info(
@@ -197,6 +250,45 @@ def enqueue_rollouts(
         group_size,
     )
     return [row["id"] for row in rows]
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+    )
+
+
+def _fingerprint(**request: Any) -> str:
+    canonical = json.dumps(request, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _claim_key(session: Session, key: str, fingerprint: str) -> list[uuid.UUID] | None:
+    """Claim ``key`` for this request (None: go on and enqueue), or return the rollouts of
+    the earlier request that used it.
+
+    The insert waits for a concurrent transaction holding the same key to finish, so two
+    requests with one key never both enqueue.
+    """
+    claimed = session.execute(
+        insert(EnqueueRequest)
+        .values(key=key, request_hash=fingerprint, rollout_ids=[])
+        .on_conflict_do_nothing(index_elements=[EnqueueRequest.key])
+        .returning(EnqueueRequest.key)
+    ).scalar_one_or_none()
+    if claimed is not None:
+        return None
+    earlier = session.execute(
+        select(EnqueueRequest.request_hash, EnqueueRequest.rollout_ids).where(
+            EnqueueRequest.key == key
+        )
+    ).one()
+    if earlier.request_hash != fingerprint:
+        raise IdempotencyConflict(
+            f"Idempotency-Key {key!r} was used for a different request; use a new key"
+        )
+    logger.info("enqueue with key %r replayed: %d rollouts", key, len(earlier.rollout_ids))
+    return list(earlier.rollout_ids)
 
 
 def _goal_row(data: dict[str, Any]) -> dict[str, Any]:

@@ -69,13 +69,15 @@ class EnvClient:
     """Thread-safe (one keep-alive connection pool, :mod:`app.core.http_pool`); close it
     when done."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, base_url: str, *, timeout_s: float = 30.0, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = HttpPool(self.base_url, timeout_s=timeout_s)
+        self.token = token
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = HttpPool(self.base_url, timeout_s=timeout_s, headers=headers)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EnvClient:
-        return cls(settings.env_url, timeout_s=settings.env_timeout_s)
+        return cls(settings.env_url, timeout_s=settings.env_timeout_s, token=settings.env_token)
 
     def close(self) -> None:
         self._http.close()
@@ -157,8 +159,13 @@ class EnvClient:
         return self._json("GET", f"/sessions/{session_id}", params=params)
 
     def close_session(self, session_id: str) -> None:
-        """Idempotent: closing a missing or expired session is not an error."""
-        self._call("DELETE", f"/sessions/{session_id}")
+        """Idempotent: closing a session the server no longer holds (404, 410) is not an
+        error."""
+        try:
+            self._call("DELETE", f"/sessions/{session_id}")
+        except EnvError as exc:
+            if exc.status_code not in (404, 410):
+                raise
 
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/health")

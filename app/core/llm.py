@@ -20,6 +20,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from app.config import Settings
 from app.db.types import without_nul
 
@@ -69,6 +71,27 @@ class Sampling:
     @classmethod
     def from_settings(cls, settings: Settings) -> Sampling:
         return cls(temperature=settings.llm_temperature, max_tokens=settings.llm_max_tokens)
+
+
+class SamplingOverrides(BaseModel):
+    """Sampling parameters a rollout may set over the settings' defaults.
+
+    Typed strictly (no ``"0.7"`` strings, no floats for integers, no NaN/inf) and bounded,
+    so a bad value is refused when the rollout is enqueued instead of failing each of its
+    attempts at the LLM server. The bounds are the OpenAI API's (temperature 0-2, top_p in
+    (0, 1]); ``max_tokens`` at most 32768.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="0 to 2.")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="Above 0, at most 1.")
+    max_tokens: int | None = Field(None, ge=1, le=32_768, description="1 to 32768.")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="Non-negative 64-bit.")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The parameters set, as stored on the rollout (``rollouts.sampling``)."""
+        return self.model_dump(exclude_none=True)
 
 
 @dataclass

@@ -111,6 +111,18 @@ class PolicyVersion(Base):
     created_at: Mapped[datetime] = _now()
 
 
+class EnqueueRequest(Base):
+    """An enqueue made with an ``Idempotency-Key``: a retry with the key gets the same
+    rollouts instead of new ones (:func:`app.core.enqueue.enqueue_rollouts`)."""
+
+    __tablename__ = "enqueue_requests"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    request_hash: Mapped[str] = mapped_column(Text)
+    rollout_ids: Mapped[list[uuid.UUID]] = mapped_column(ARRAY(UUID(as_uuid=True)))
+    created_at: Mapped[datetime] = _now()
+
+
 class TrainStep(Base):
     """One policy update; rollouts it consumed point here (``rollouts.train_step``)."""
 

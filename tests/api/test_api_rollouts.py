@@ -6,11 +6,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from celery.signals import after_task_publish
 from fastapi.testclient import TestClient
 from helpers.api_rows import AUTH, Rows
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
@@ -115,6 +116,101 @@ def test_post_empty_split_422(client: TestClient) -> None:
     assert "no goals in split 'no-such-split'" in response.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("sampling", "message"),
+    [
+        ({"temperature": "hot"}, "temperature"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"temperature": -0.1}, "greater than or equal to 0"),
+        ({"temperature": 1e308}, "less than or equal to 2"),
+        ({"top_p": 1e308}, "less than or equal to 1"),
+        ({"top_p": 0}, "greater than 0"),
+        ({"max_tokens": -1}, "greater than or equal to 1"),
+        ({"max_tokens": 1e12}, "max_tokens"),
+        ({"max_tokens": 10**12}, "less than or equal to 32768"),
+        ({"seed": -1}, "greater than or equal to 0"),
+        ({"seed": 2**64}, "seed"),
+        ({"stop": ["x"]}, "Extra inputs"),
+        ({"temperature": "x" * 1000}, "temperature"),
+    ],
+)
+def test_post_bad_sampling_422(
+    client: TestClient, rows: Rows, sampling: dict[str, Any], message: str
+) -> None:
+    response = client.post(
+        "/v1/rollouts", json={"goal_ids": [rows.goal()], "sampling": sampling}, headers=AUTH
+    )
+    assert response.status_code == 422, response.text
+    assert message in response.text
+
+
+def test_post_count_beyond_the_split_422(client: TestClient, rows: Rows) -> None:
+    split = f"split-{uuid.uuid4().hex[:8]}"
+    for _ in range(3):
+        rows.goal(split=split)
+    response = client.post("/v1/rollouts", json={"split": split, "count": 4}, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith(
+        f"count 4 is more than the 3 goals of split '{split}'"
+    )
+    exact = client.post("/v1/rollouts", json={"split": split, "count": 3}, headers=AUTH)
+    assert exact.status_code == 201 and exact.json()["count"] == 3
+
+
+def test_post_body_over_the_limit_413_before_reading_it(client: TestClient) -> None:
+    limit = client.app.state.settings.api_max_body_bytes
+    huge = b'{"goal_ids": [1], "sampling": {"temperature": "' + b"x" * limit + b'"}}'
+    response = client.post(
+        "/v1/rollouts", content=huge, headers={**AUTH, "content-type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert "WSRL_API_MAX_BODY_BYTES" in response.json()["detail"]
+
+
+def test_post_chunked_body_over_the_limit_413(client: TestClient) -> None:
+    limit = client.app.state.settings.api_max_body_bytes
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"goal_ids": [1], "split": "'
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}'
+
+    response = client.post(
+        "/v1/rollouts", content=chunks(), headers={**AUTH, "content-type": "application/json"}
+    )
+    assert response.status_code == 413
+
+
+def test_post_same_idempotency_key_returns_the_same_rollouts(
+    client: TestClient, rows: Rows, db_engine: Engine, published: list[dict[str, Any]]
+) -> None:
+    goal = rows.goal()
+    key = {"Idempotency-Key": f"retry-{uuid.uuid4().hex}"}
+    body = {"goal_ids": [goal], "group_size": 2}
+    first = client.post("/v1/rollouts", json=body, headers={**AUTH, **key})
+    again = client.post("/v1/rollouts", json=body, headers={**AUTH, **key})
+    assert first.status_code == again.status_code == 201, again.text
+    assert again.json() == first.json()
+    with Session(db_engine) as session:
+        count = session.scalar(
+            select(func.count()).select_from(Rollout).where(Rollout.goal_id == goal)
+        )
+    assert count == 2, "the retry created nothing"
+    ids = first.json()["ids"]
+    assert len([m for m in published if any(i in m["rollout"] for i in ids)]) == 2
+    other = client.post("/v1/rollouts", json={**body, "group_size": 3}, headers={**AUTH, **key})
+    assert other.status_code == 409
+    assert "used for a different request" in other.json()["detail"]
+
+
+def test_post_without_idempotency_key_creates_anew(client: TestClient, rows: Rows) -> None:
+    body = {"goal_ids": [rows.goal()]}
+    first = client.post("/v1/rollouts", json=body, headers=AUTH).json()
+    second = client.post("/v1/rollouts", json=body, headers=AUTH).json()
+    assert set(first["ids"]).isdisjoint(second["ids"])
+
+
 def test_post_not_json_422(client: TestClient) -> None:
     response = client.post(
         "/v1/rollouts",
@@ -209,4 +305,16 @@ def test_post_unknown_sampling_key_422(client: TestClient, rows: Rows) -> None:
         headers=AUTH,
     )
     assert response.status_code == 422
-    assert "unknown sampling keys ['beam']" in response.json()["detail"]
+    assert response.json()["detail"][0]["loc"] == ["body", "sampling", "beam"]
+
+
+def test_post_body_over_the_limit_413_from_a_real_server(api_app, api_server) -> None:
+    limit = api_app.state.settings.api_max_body_bytes
+    huge = b'{"goal_ids": [1], "split": "' + b"x" * (2 * limit) + b'"}'
+    response = httpx.post(
+        f"{api_server.url}/v1/rollouts",
+        content=huge,
+        headers={**AUTH, "content-type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 413

@@ -41,6 +41,8 @@ def test_upgrade_current_downgrade_cycle(fresh_url: str, tmp_path: Path) -> None
 
     down = _wsrl(fresh_url, tmp_path, "db", "downgrade")
     assert down.returncode == 0, down.stderr
+    assert migrate.current_revision(fresh_url) != head, "one step down"
+    assert _wsrl(fresh_url, tmp_path, "db", "downgrade", "base").returncode == 0
     assert migrate.current_revision(fresh_url) is None
 
     again = _wsrl(fresh_url, tmp_path, "db", "downgrade")

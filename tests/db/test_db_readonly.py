@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 from sqlalchemy import Engine, text
 
-from app.db.readonly import QueryError, ReadOnlyViolation, run_readonly
+from app.db.readonly import QueryError, ReadOnlyViolation, libpq_url, run_readonly
 
 
 @pytest.fixture
@@ -107,3 +109,54 @@ def test_unmigrated_database_says_to_upgrade(make_database: Callable[[], str]) -
 def test_unreachable_database_is_a_query_error() -> None:
     with pytest.raises(QueryError, match="cannot connect"):
         run_readonly("postgresql+psycopg://postgres@127.0.0.1:1/none", "SELECT 1")
+
+
+def test_switching_back_to_the_owner_role_is_impossible(database_url: str) -> None:
+    """The escape of the SET ROLE design: ``set_config('role', 'none', true)``."""
+    result = run_readonly(
+        database_url,
+        "WITH switched AS MATERIALIZED (SELECT set_config('role', 'none', true) AS role) "
+        "SELECT current_user::text, session_user::text, "
+        "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) FROM switched",
+    )
+    assert result.rows == [("wsrl_readonly", "wsrl_readonly", False)]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "pg_read_file('/etc/hostname')",
+        "pg_ls_dir('.')",
+        # planned after the switch, so checked as whoever the role is then
+        "query_to_xml('SELECT pg_read_file(''/etc/hostname'')', true, true, '')",
+        "pg_terminate_backend({pid})",
+        "pg_cancel_backend({pid})",
+    ],
+)
+def test_superuser_functions_are_refused_even_after_a_role_switch(
+    database_url: str, call: str
+) -> None:
+    with psycopg.connect(libpq_url(database_url)) as bystander:
+        pid = bystander.info.backend_pid
+        statement = (
+            "WITH switched AS MATERIALIZED (SELECT set_config('role', 'none', true) AS role) "
+            f"SELECT {call.format(pid=pid)} FROM switched"
+        )
+        with pytest.raises(ReadOnlyViolation, match=r"permission denied|must be a"):
+            run_readonly(database_url, statement)
+        assert bystander.execute("SELECT 1").fetchone() == (1,), "the other backend lives"
+
+
+def test_default_statement_timeout_is_short(database_url: str) -> None:
+    assert run_readonly(database_url, "SHOW statement_timeout").rows == [("30s",)]
+
+
+def test_long_statement_is_cancelled_at_the_timeout(database_url: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(QueryError, match=r"statement timeout.*limit 0\.5s"):
+        run_readonly(
+            database_url,
+            "SELECT set_config('statement_timeout', '0', true), pg_sleep(5)",
+            timeout_s=0.5,
+        )
+    assert time.monotonic() - started < 3

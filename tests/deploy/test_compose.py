@@ -60,7 +60,7 @@ def _ready_gated(name: str, services: dict[str, dict[str, Any]], seen: frozenset
 
 
 def test_compose_parses_with_the_expected_services(services) -> None:
-    expected = {"postgres", "redis", "migrate", "webshop", "api", "worker", "flower"}
+    expected = {"postgres", "redis", "migrate", "webshop", "api", "worker", "reconciler", "flower"}
     assert expected | {"trainer-gpu", "trainer-cpu"} <= set(services)
 
 
@@ -96,7 +96,7 @@ def test_dev_profile_runs_the_cpu_trainer(services) -> None:
 
 
 def test_core_services_have_no_profile(services) -> None:
-    core = ("postgres", "redis", "migrate", "webshop", "api", "worker", "flower")
+    core = ("postgres", "redis", "migrate", "webshop", "api", "worker", "reconciler", "flower")
     assert all("profiles" not in services[name] for name in core)
 
 

@@ -147,7 +147,7 @@ class RolloutStack:
         finals = {str(s) for s in FINAL_ROLLOUT_STATUSES}
         while True:
             if reconcile:
-                reconcile_once(self.sessions, self.celery, self.settings)
+                reconcile_once(self.sessions, self.celery, self.settings, self.redis)
             counts = self.statuses(ids)
             if sum(n for status, n in counts.items() if status in finals) == len(ids):
                 return counts

@@ -14,7 +14,7 @@ from redis import Redis
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.core.endpoint import PolicyEndpoint, publish_policy
+from app.core.endpoint import PolicyEndpoint, publish_policy, withdraw_policy
 from app.core.enqueue import EnqueueError
 from app.core.env_client import EnvError
 from app.db.models import Goal, Rollout, TrainStep
@@ -94,5 +94,7 @@ def test_resume_after_a_restart_between_checkpoints(feed_settings: Settings) -> 
             assert session.scalar(select(func.max(TrainStep.step))) == 4
         assert feed.resume(4) == (4, 4)  # nothing above 4 published: the same weights, again
     finally:
+        with session_scope(feed.sessions) as session:
+            withdraw_policy(session, redis)
         redis.close()
         feed.engine.dispose()

@@ -245,8 +245,10 @@ def test_episodes_on_vllm_record_what_the_trainer_computes_and_a_sync_serves_the
             old = _trainer_logprobs(first, call)
             assert not torch.allclose(old, torch.tensor(call.response_logprobs), atol=1e-4)
     finally:
-        from app.core.endpoint import withdraw_endpoint
+        from app.core.endpoint import withdraw_policy
 
-        withdraw_endpoint(redis)
+        with session_scope(engine) as session:  # retire it, or workers would restore it
+            withdraw_policy(session, redis)
+        vllm.stop()
         redis.close()
         engine.dispose()

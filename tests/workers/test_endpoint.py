@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.agent import build_messages
 from app.core.endpoint import (
@@ -18,8 +19,11 @@ from app.core.endpoint import (
     PolicyEndpoint,
     publish_endpoint,
     read_endpoint,
+    restore_endpoint,
 )
 from app.core.llm import LLMUnavailable
+from app.db.lifecycle import PolicyVersionStatus
+from app.db.models import PolicyVersion
 from app.scripted_llm import create_app
 from app.webshop.server.runner import serve_in_thread
 from workers.llm import LLMClient
@@ -65,6 +69,43 @@ def test_resolver_falls_back_to_settings_as_version_0(
     settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
     resolver = EndpointResolver(settings, redis_client, key=key)
     assert resolver.current() == PolicyEndpoint("http://127.0.0.1:9/v1", "base", 0)
+
+
+RECORDED_VERSION = 930_000_001  # above any version other tests record
+
+
+@pytest.fixture
+def recorded(db_session: Session) -> sessionmaker[Session]:
+    """An active policy version in Postgres, seen through sessions on the test's transaction."""
+    db_session.add(
+        PolicyVersion(
+            version=RECORDED_VERSION,
+            base_url="http://127.0.0.1:9/v1",
+            model="trained",
+            status=PolicyVersionStatus.ACTIVE,
+        )
+    )
+    db_session.flush()
+    return sessionmaker(bind=db_session.connection(), join_transaction_mode="create_savepoint")
+
+
+def test_resolver_restores_a_lost_record_from_postgres_not_the_fallback(
+    redis_client: redis.Redis, key: str, make_settings, recorded: sessionmaker[Session]
+) -> None:
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
+    resolver = EndpointResolver(settings, redis_client, key=key, sessions=recorded)
+    expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
+    assert resolver.current() == expected
+    assert read_endpoint(redis_client, key=key) == expected, "written back to Redis"
+
+
+def test_restore_never_overwrites_a_published_record(
+    redis_client: redis.Redis, key: str, db_session: Session, recorded: sessionmaker[Session]
+) -> None:
+    newer = PolicyEndpoint("http://127.0.0.1:8/v1", "newer", RECORDED_VERSION + 1)
+    publish_endpoint(redis_client, newer, key=key)
+    assert restore_endpoint(db_session, redis_client, key=key) is None
+    assert read_endpoint(redis_client, key=key) == newer
 
 
 def test_bad_record_is_an_error(redis_client: redis.Redis, key: str, make_settings) -> None:

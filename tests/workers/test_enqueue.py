@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from app.core.enqueue import EnqueueError, enqueue_rollouts, sync_goals
 from app.core.env_client import EnvClient, EnvError
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Goal, Rollout
+from app.db.session import make_engine
 
 GOALS = range(910_000, 910_006)
 
@@ -142,3 +144,57 @@ def test_sync_goals_loads_missing_goals_once(db_session: Session, env_server_url
 def test_sync_goals_unreachable_env_is_env_error(db_session: Session) -> None:
     with EnvClient("http://127.0.0.1:9") as env, pytest.raises(EnvError, match="cannot read"):
         sync_goals(db_session, env)
+
+
+def test_concurrent_enqueues_with_one_key_create_one_batch(
+    empty_database_url: str, test_settings: Settings, celery: Celery, broker: redis.Redis
+) -> None:
+    """The second request waits on the key's row, then returns the first one's rollouts."""
+    settings = test_settings.model_copy(update={"database_url": empty_database_url})
+    engine = make_engine(settings)
+    try:
+        with Session(engine) as session, session.begin():
+            make_goal(session, 1, split="train")
+        first = Session(engine)
+        first.begin()
+        ids_first = enqueue_rollouts(
+            first, celery, goal_ids=[1], group_size=2, settings=settings, idempotency_key="k1"
+        )
+        results: list[list] = []
+
+        def second() -> None:
+            with Session(engine) as session, session.begin():
+                results.append(
+                    enqueue_rollouts(
+                        session,
+                        celery,
+                        goal_ids=[1],
+                        group_size=2,
+                        settings=settings,
+                        idempotency_key="k1",
+                    )
+                )
+
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        waiter.join(timeout=1.0)
+        assert waiter.is_alive(), "the second request waits for the first to commit"
+        first.commit()
+        first.close()
+        waiter.join(timeout=10)
+        assert results == [ids_first]
+        with Session(engine) as session:
+            assert len(session.scalars(select(Rollout.id)).all()) == 2
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("sampling", "message"),
+    [({"temperature": "hot"}, "temperature"), ({"top_p": 1e308}, "top_p"), ({"seed": -1}, "seed")],
+)
+def test_bad_sampling_values_are_refused(
+    db_session: Session, celery: Celery, goals: list[int], sampling: dict, message: str
+) -> None:
+    with pytest.raises(EnqueueError, match=f"bad sampling values: {message}"):
+        enqueue_rollouts(db_session, celery, goal_ids=goals[:1], sampling=sampling)

@@ -18,7 +18,7 @@ def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
     root = tmp_path_factory.mktemp("env-client")
     write_catalog(root / "data", 60, seed=0)
     env = WebShopEnv.load(data_dir=root / "data", goals="synthetic", cache_dir=root / "cache")
-    with serve_in_thread(create_app(env, max_sessions=3)) as running:
+    with serve_in_thread(create_app(env, max_sessions=3, max_sessions_per_client=3)) as running:
         yield running
 
 

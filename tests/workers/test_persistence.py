@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers.factories import make_goal, make_llm_call, make_rollout
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.db.lifecycle import AttemptStatus, RolloutStatus
@@ -203,6 +203,45 @@ def test_fail_attempt_requeues_until_max_attempts_then_fails(
     assert rollout.last_error == "failed after 3 attempts: LLMUnavailable: down"
     errors = db_session.scalars(select(Attempt.error).where(Attempt.rollout_id == rollout.id))
     assert set(errors) == {"LLMUnavailable: down"}
+
+
+def test_outage_failures_do_not_use_up_attempts_within_the_budget(
+    db_session: Session, rollout: Rollout
+) -> None:
+    for _ in range(5):  # more than max_attempts (3)
+        start = _start(db_session, rollout)
+        decision = fail_attempt(
+            db_session,
+            start.attempt_id,
+            "env error: env server unreachable",
+            queue_timeout_s=60,
+            outage_budget_s=300,
+        )
+        assert decision.retry and decision.free
+    db_session.refresh(rollout)
+    assert (rollout.status, rollout.attempts, rollout.max_attempts) == (
+        RolloutStatus.QUEUED,
+        5,
+        8,
+    )
+    db_session.execute(
+        update(Attempt)
+        .where(Attempt.rollout_id == rollout.id)
+        .values(started_at=datetime.now(UTC) - timedelta(minutes=6))
+    )
+    start = _start(db_session, rollout)
+    spent = fail_attempt(
+        db_session, start.attempt_id, "env error: down", queue_timeout_s=60, outage_budget_s=300
+    )
+    assert spent.retry and not spent.free, "past the budget, outages count again"
+
+
+def test_other_failures_use_up_attempts(db_session: Session, rollout: Rollout) -> None:
+    start = _start(db_session, rollout)
+    decision = fail_attempt(db_session, start.attempt_id, "LLMBadResponse: x", queue_timeout_s=60)
+    assert decision.retry and not decision.free
+    db_session.refresh(rollout)
+    assert rollout.max_attempts == 3
 
 
 def test_fail_attempt_not_retryable_fails_at_once(db_session: Session, rollout: Rollout) -> None:

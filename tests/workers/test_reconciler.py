@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -18,7 +19,7 @@ from app.core.enqueue import send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout
 from workers.persistence import start_attempt
-from workers.reconciler import reconcile_rows
+from workers.reconciler import broker_rollout_ids, reconcile_rows
 
 GOAL = 920_001
 PAST = timedelta(seconds=-5)
@@ -103,9 +104,68 @@ def test_send_rollouts_puts_ids_on_the_mode_queue(
     test_settings: Settings, broker: redis.Redis
 ) -> None:
     celery = create_celery(test_settings)
-    import uuid
-
     rollout_id = uuid.uuid4()
     assert send_rollouts(celery, [(rollout_id, "train")]) == 1
     body = json.loads(broker.lindex(QUEUE_ROLLOUTS, 0))
     assert str(rollout_id) in body["headers"]["argsrepr"]
+
+
+QUEUED_A_MINUTE_AGO = timedelta(seconds=3600 - 60)  # deadline_at = queued at + queue timeout
+
+
+def test_queued_with_no_message_in_the_broker_is_resent_long_before_the_timeout(
+    db_session: Session, test_settings: Settings
+) -> None:
+    settings = test_settings.model_copy(
+        update={"rollout_queue_timeout_s": 3600.0, "rollout_message_grace_s": 30.0}
+    )
+    lost = make_rollout(db_session, GOAL, deadline_at=_deadline(QUEUED_A_MINUTE_AGO))
+    waiting = make_rollout(db_session, GOAL, deadline_at=_deadline(QUEUED_A_MINUTE_AGO))
+    just_queued = make_rollout(db_session, GOAL, deadline_at=_deadline(timedelta(hours=1)))
+    asked: list[bool] = []
+
+    def broker_ids() -> set[str]:
+        asked.append(True)
+        return {str(waiting.id)}
+
+    report, jobs = reconcile_rows(db_session, settings, broker_ids)
+    # (other tests' committed rows may be reported too: only ours are checked)
+    assert (lost.id, "train") in jobs and waiting.id not in report.resent
+    assert just_queued.id not in report.resent, "a send may still be under way"
+    db_session.refresh(lost)
+    assert lost.deadline_at > _deadline(timedelta(minutes=59)), "not resent again next pass"
+    assert asked == [True]
+    again, _ = reconcile_rows(db_session, settings, broker_ids)
+    assert lost.id not in again.resent
+
+
+def test_broker_check_skipped_when_nothing_is_queued_long(
+    empty_db_session: Session, test_settings: Settings
+) -> None:
+    """On a database of its own: other tests' committed rollouts would be candidates."""
+    make_goal(empty_db_session, GOAL)
+    make_rollout(empty_db_session, GOAL, deadline_at=_deadline(timedelta(hours=1)))
+
+    def broker_ids() -> set[str]:
+        raise AssertionError("the broker is read only when a rollout waits past the grace")
+
+    report, _ = reconcile_rows(empty_db_session, test_settings, broker_ids)
+    assert not report.resent
+
+
+def test_broker_rollout_ids_sees_waiting_and_unacknowledged_messages(
+    test_settings: Settings, broker: redis.Redis
+) -> None:
+    celery = create_celery(test_settings)
+    waiting, taken = uuid.uuid4(), uuid.uuid4()
+    send_rollouts(celery, [(taken, "train"), (waiting, "train")])
+    with celery.connection_for_read() as connection:
+        channel = connection.default_channel
+        message = channel.basic_get(QUEUE_ROLLOUTS, no_ack=False)  # oldest first: ``taken``
+        assert str(taken) in message.headers["argsrepr"]
+        try:
+            ids = broker_rollout_ids(broker)
+            assert {str(waiting), str(taken)} <= ids
+        finally:
+            channel.basic_ack(message.delivery_tag)
+    assert str(taken) not in broker_rollout_ids(broker)

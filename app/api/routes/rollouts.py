@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, Header, HTTPException, Query, Request, status
 from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
 
@@ -19,7 +19,7 @@ from app.api.schemas import (
     RolloutPage,
     RolloutsCreated,
 )
-from app.core.enqueue import EnqueueError, enqueue_rollouts
+from app.core.enqueue import EnqueueError, IdempotencyConflict, enqueue_rollouts
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
 
@@ -27,12 +27,32 @@ router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
 writes = APIRouter(prefix="/v1/rollouts", tags=["rollouts"], dependencies=[WriteAuth])
 
 
-@writes.post("", status_code=status.HTTP_201_CREATED, response_model=RolloutsCreated)
-def create_rollouts(body: RolloutCreate, session: SessionDep, request: Request) -> RolloutsCreated:
+@writes.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RolloutsCreated,
+    responses={409: {"description": "Idempotency-Key reused for another request"}},
+)
+def create_rollouts(
+    body: RolloutCreate,
+    session: SessionDep,
+    request: Request,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            min_length=1,
+            max_length=200,
+            pattern=r"^[\x21-\x7e]+$",
+            description="Makes a retry safe: the same request with the same key returns "
+            "the rollouts of the first and creates none; another request with it is a 409.",
+        ),
+    ] = None,
+) -> RolloutsCreated:
     """Queue ``group_size`` rollouts per goal; the messages go out once the rows are committed.
 
     Goals are the given ``goal_ids`` or ``count`` goals of ``split``. The samples of one
-    goal share a group id. Unknown goals or a split without enough goals are a 422.
+    goal share a group id. Unknown goals, a ``count`` above the split's goals or bad
+    sampling values are a 422. Idempotent per ``Idempotency-Key``.
     """
     try:
         ids = enqueue_rollouts(
@@ -44,9 +64,13 @@ def create_rollouts(body: RolloutCreate, session: SessionDep, request: Request) 
             group_size=body.group_size,
             mode=body.mode.value,
             agent_url=str(body.agent_url) if body.agent_url else None,
-            sampling=body.sampling,
+            sampling=body.sampling.as_dict() if body.sampling else None,
             settings=request.app.state.settings,
+            allow_fewer=False,
+            idempotency_key=idempotency_key,
         )
+    except IdempotencyConflict as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
     except EnqueueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
     return RolloutsCreated(ids=ids, count=len(ids))

@@ -77,7 +77,7 @@ async def list_envs(service: ServiceDep) -> Response:
 async def create(request: Request, service: ServiceDep) -> Response:
     """A new env id with an episode already started on a weighted random goal."""
     env_idx = request.app.state.agentgym_ids.next()
-    service.start(None, key=_key(env_idx))
+    service.start(None, key=_key(env_idx), client=request.client.host if request.client else None)
     return OrjsonResponse(env_idx)
 
 
@@ -102,7 +102,7 @@ async def reset(body: ResetQuery, service: ServiceDep) -> Response:
                 f"unknown goal {index}: session_id runs from {-total} to {total - 1}"
             )
         goal = service.goal(index % total)
-    entry = service.start(goal, key=key)
+    entry = service.start(goal, key=key, client=service.store.get(key).client)
     with entry.lock:
         return OrjsonResponse([entry.session.observation(), None])
 

@@ -14,6 +14,8 @@ That server speaks ``POST /reset {session_id?, instruction?, task_id?}``, ``POST
 
 The session: a ``session_id`` that is not a goal index is the caller's own key (the
 session under it starts a new episode, or is created); otherwise a fresh id is returned.
+Caller keys live in this family's own namespace (stored as ``agl-<key>``), so no key
+reaches a native or AgentGym session (``"ag-3"`` once reset AgentGym's env 3).
 ``task_id`` is accepted and ignored.
 """
 
@@ -26,7 +28,7 @@ from fastapi import APIRouter, Response
 from pydantic import AliasChoices, BaseModel, Field
 
 from app.webshop.env import Goal
-from app.webshop.server.deps import ServiceDep
+from app.webshop.server.deps import ClientDep, ServiceDep
 from app.webshop.server.responses import OrjsonResponse
 from app.webshop.server.service import (
     MAX_ACTION_CHARS,
@@ -65,7 +67,21 @@ def _goal_index(session_id: int | str | None) -> int | None:
     return None
 
 
-def _reset(service: WebShopService, body: ResetBody) -> tuple[SessionEntry, bool | None]:
+def _store_key(session_id: str) -> str:
+    """This family's store key for a session id: ids it generated carry the prefix."""
+    return session_id if session_id.startswith(KEY_PREFIX) else KEY_PREFIX + session_id
+
+
+def _own_key(session_id: int | str | None) -> str | None:
+    """The caller's own session key: a ``session_id`` that is not a goal index."""
+    if isinstance(session_id, str) and session_id and _goal_index(session_id) is None:
+        return session_id
+    return None
+
+
+def _reset(
+    service: WebShopService, body: ResetBody, client: str | None
+) -> tuple[SessionEntry, bool | None]:
     """The started entry, and whether ``instruction`` matched a goal (None: not given)."""
     digits = _goal_index(body.session_id)
     goal_index = body.goal_id if body.goal_id is not None else digits
@@ -81,13 +97,16 @@ def _reset(service: WebShopService, body: ResetBody) -> tuple[SessionEntry, bool
         except GoalNotFoundError:
             goal = None
         matched = goal is not None
-    own_key = body.session_id if isinstance(body.session_id, str) and digits is None else None
-    return service.start(goal, key=own_key or KEY_PREFIX + uuid.uuid4().hex), matched
+    own = _own_key(body.session_id)
+    key = _store_key(own) if own else KEY_PREFIX + uuid.uuid4().hex
+    return service.start(goal, key=key, client=client), matched
 
 
 @router.post("/reset")
-async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
-    entry, matched = _reset(service, body or ResetBody())
+async def reset(service: ServiceDep, client: ClientDep, body: ResetBody | None = None) -> Response:
+    body = body or ResetBody()
+    entry, matched = _reset(service, body, client)
+    own_key = _own_key(body.session_id) is not None
     with entry.lock:
         session = entry.session
         info: dict[str, Any] = {
@@ -98,7 +117,7 @@ async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
         if matched is not None:
             info["instruction_matched"] = matched
         payload = {
-            "session_id": entry.key,
+            "session_id": body.session_id if own_key else entry.key,
             "observation": session.observation(),
             "done": False,
             "reward": 0.0,
@@ -109,7 +128,7 @@ async def reset(service: ServiceDep, body: ResetBody | None = None) -> Response:
 
 @router.post("/step")
 async def step(body: StepBody, service: ServiceDep) -> Response:
-    result = service.step(body.session_id, body.action).result
+    result = service.step(_store_key(body.session_id), body.action).result
     return OrjsonResponse(
         {
             "session_id": body.session_id,
@@ -123,4 +142,6 @@ async def step(body: StepBody, service: ServiceDep) -> Response:
 
 @router.get("/health")
 async def health(service: ServiceDep) -> Response:
-    return OrjsonResponse({"status": "ok", "sessions": len(service.store)})
+    live = len(service.store)
+    status = "saturated" if live >= service.store.max_sessions else "ok"
+    return OrjsonResponse({"status": status, "sessions": live})

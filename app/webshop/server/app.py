@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from app.webshop.env import WebShopEnv
 from app.webshop.server import agentgym, agl, native
+from app.webshop.server.auth import SessionToken
 from app.webshop.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from app.webshop.server.responses import OrjsonResponse, install_error_handlers
 from app.webshop.server.service import WebShopService
@@ -49,13 +50,18 @@ def create_app(
     *,
     session_ttl_s: float = 600,
     max_sessions: int = 10_000,
+    max_sessions_per_client: int | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    token: str | None = None,
 ) -> FastAPI:
     """The server: native API at ``/``, AgentGym's at ``/agentgym``, AGL's at ``/agl``.
 
     ``session_ttl_s``: idle seconds before a session expires (then 410 for a while).
     ``max_sessions``: live sessions across all route families (429 beyond).
+    ``max_sessions_per_client``: live sessions one client address may hold (429 beyond;
+    default half of ``max_sessions``), so one flooding client cannot take every slot.
     ``max_body_bytes``: larger request bodies are refused with 413 before parsing.
+    ``token``: session routes need ``Authorization: Bearer <token>`` (see ``auth``).
     """
     app = FastAPI(
         title="WebShop environment",
@@ -63,7 +69,9 @@ def create_app(
         default_response_class=OrjsonResponse,
         lifespan=_lifespan,
     )
-    store = SessionStore(ttl_s=session_ttl_s, max_sessions=max_sessions)
+    store = SessionStore(
+        ttl_s=session_ttl_s, max_sessions=max_sessions, max_per_client=max_sessions_per_client
+    )
     app.state.service = WebShopService(env, store)
     app.state.agentgym_ids = agentgym.EnvIds()
     install_error_handlers(app)
@@ -71,4 +79,6 @@ def create_app(
     app.include_router(agentgym.router)
     app.include_router(agl.router)
     app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
+    if token:
+        app.add_middleware(SessionToken, token=token)  # outermost: refused before anything
     return app

@@ -18,4 +18,10 @@ async def get_service(request: Request) -> WebShopService:
     return request.app.state.service
 
 
+async def get_client(request: Request) -> str | None:
+    """The peer's address: whose share of the session cap a new session counts against."""
+    return request.client.host if request.client else None
+
+
 ServiceDep = Annotated[WebShopService, Depends(get_service)]
+ClientDep = Annotated[str | None, Depends(get_client)]

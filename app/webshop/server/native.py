@@ -16,9 +16,12 @@ from typing import Annotated, Literal, Self
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.webshop.server.deps import ServiceDep
+from app.webshop.server.agentgym import KEY_PREFIX as AGENTGYM_PREFIX
+from app.webshop.server.agl import KEY_PREFIX as AGL_PREFIX
+from app.webshop.server.deps import ClientDep, ServiceDep
 from app.webshop.server.responses import OrjsonResponse
 from app.webshop.server.service import MAX_ACTION_CHARS, goal_json, step_json
+from app.webshop.server.sessions import SessionNotFoundError
 
 router = APIRouter(tags=["native"])
 
@@ -52,7 +55,7 @@ class StepBody(BaseModel):
 
 @router.post("/sessions", status_code=201)
 async def create_session(
-    service: ServiceDep, body: Annotated[CreateSession | None, Body()] = None
+    service: ServiceDep, client: ClientDep, body: Annotated[CreateSession | None, Body()] = None
 ) -> Response:
     """Start an episode. The answer carries everything an agent needs for its first step."""
     body = body or CreateSession()
@@ -62,7 +65,7 @@ async def create_session(
         goal = service.goal_in_split(body.split, body.index)
     else:
         goal = None
-    entry = service.start(goal, seed=body.seed)
+    entry = service.start(goal, seed=body.seed, client=client)
     with entry.lock:
         session = entry.session
         payload = {
@@ -74,13 +77,21 @@ async def create_session(
     return OrjsonResponse(payload, status_code=201)
 
 
+def _native(session_id: str) -> str:
+    """Sessions of the AgentGym and AGL families can be read here but not changed: a
+    step or delete naming one is a 404, as for an unknown id."""
+    if session_id.startswith((AGENTGYM_PREFIX, AGL_PREFIX)):
+        raise SessionNotFoundError(f"unknown session {session_id!r}")
+    return session_id
+
+
 @router.post("/sessions/{session_id}/step")
 async def step(session_id: str, body: StepBody, service: ServiceDep) -> Response:
     """One action. An invalid action is a normal answer with ``info.valid`` false.
 
     ``available_actions`` is the page's actions after the step (null once done): the
     agent builds its next prompt without a second request."""
-    stepped = service.step(session_id, body.action, with_actions=True)
+    stepped = service.step(_native(session_id), body.action, with_actions=True)
     return OrjsonResponse(
         {**step_json(stepped.result), "available_actions": stepped.available_actions}
     )
@@ -109,10 +120,12 @@ async def get_available_actions(session_id: str, service: ServiceDep) -> Respons
         return OrjsonResponse(entry.session.available_actions())
 
 
-@router.delete("/sessions/{session_id}", status_code=204)
+@router.delete("/sessions/{session_id}", status_code=204, responses={404: {}})
 async def delete_session(session_id: str, service: ServiceDep) -> Response:
-    """Deleting a missing (or expired) id is a no-op: 204 either way."""
-    service.store.delete(session_id)
+    """204 when the session was removed; 404 for an id it does not hold (never created,
+    deleted already, or forgotten by a restart), as for every other session route."""
+    if not service.store.delete(_native(session_id)):
+        raise SessionNotFoundError(f"unknown session {session_id!r}")
     return Response(status_code=204)
 
 
@@ -134,11 +147,16 @@ async def get_goal(goal_id: int, service: ServiceDep) -> Response:
 
 @router.get("/health")
 async def health(service: ServiceDep) -> Response:
+    """``status`` is ``saturated`` while the live sessions fill the cap (new sessions get
+    429 until some are deleted or expire), else ``ok``; the answer is 200 either way, so a
+    container health check does not restart a busy server."""
+    live, cap = len(service.store), service.store.max_sessions
     return OrjsonResponse(
         {
-            "status": "ok",
+            "status": "saturated" if live >= cap else "ok",
             "products": service.num_products,
             "goals": len(service.env.goals),
-            "sessions": len(service.store),
+            "sessions": live,
+            "max_sessions": cap,
         }
     )

@@ -119,14 +119,19 @@ class WebShopService:
 
     # --- sessions ------------------------------------------------------------------------
     def start(
-        self, goal: Goal | None = None, seed: int | None = None, key: str | None = None
+        self,
+        goal: Goal | None = None,
+        seed: int | None = None,
+        key: str | None = None,
+        client: str | None = None,
     ) -> SessionEntry:
-        """A new episode on ``goal`` (weighted random when None), stored under ``key``."""
+        """A new episode on ``goal`` (weighted random when None), stored under ``key`` and
+        counted against ``client``'s share of the session cap."""
         if key is None and len(self.store) >= self.store.max_sessions:
             # Fail before paying for a session that the store would refuse anyway.
             self.store.sweep()
         session = self.env.new_session(None if goal is None else goal.index, seed=seed)
-        return self.store.add(session, key=key)
+        return self.store.add(session, key=key, client=client)
 
     def step(self, key: str, action: str, *, with_actions: bool = False) -> Stepped:
         """Run one action on a session, serialised with every other use of that session.

@@ -51,6 +51,7 @@ class SessionEntry:
     key: str
     session: Any
     last_used: float
+    client: str | None = None  # who created it (the peer's address), for the per-client cap
     num_steps: int = 0
     purchased_asin: str | None = None
     # One dict per step (index, action, observation, reward, done, valid): agents that
@@ -60,7 +61,12 @@ class SessionEntry:
 
 
 class SessionStore:
-    """Sessions by key, with an idle TTL, a cap on live sessions and a memory of expiries.
+    """Sessions by key, with an idle TTL, a cap on live sessions, a cap per client and a
+    memory of expiries.
+
+    The per-client cap (half the total by default) keeps one client that opens sessions
+    without closing them (a flood, a leaking agent) from taking every slot: others can
+    still start episodes while it gets 429.
 
     ``clock`` is injectable so that tests can move time; it defaults to a monotonic clock.
     Keys are strings; callers that need their own key scheme (the AgentGym integer ids)
@@ -72,6 +78,7 @@ class SessionStore:
         ttl_s: float = 600.0,
         max_sessions: int = 10_000,
         *,
+        max_per_client: int | None = None,
         remember_expired: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -81,6 +88,10 @@ class SessionStore:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
+        self.max_per_client = (
+            max(1, max_sessions // 2) if max_per_client is None else max_per_client
+        )
+        self._per_client: dict[str, int] = {}
         self._remember_expired = remember_expired
         self._clock = clock
         self._lock = threading.Lock()
@@ -90,11 +101,11 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, session: Any, key: str | None = None) -> SessionEntry:
+    def add(self, session: Any, key: str | None = None, client: str | None = None) -> SessionEntry:
         """Store a new session; an existing entry under ``key`` is replaced (a reset).
 
-        Raises :class:`TooManySessionsError` when the cap is reached even after dropping
-        the sessions that have expired.
+        Raises :class:`TooManySessionsError` when the cap, or ``client``'s share of it, is
+        reached even after dropping the sessions that have expired.
         """
         now = self._clock()
         with self._lock:
@@ -106,12 +117,38 @@ class SessionStore:
                         f"too many live sessions ({self.max_sessions}); delete finished "
                         f"sessions or wait for idle ones to expire after {self.ttl_s:g} s"
                     )
+            if not replacing and client is not None and self._full_locked(client):
+                self._sweep_locked(now)
+                if self._full_locked(client):
+                    raise TooManySessionsError(
+                        f"too many live sessions from {client} ({self.max_per_client}); "
+                        "delete finished sessions or wait for idle ones to expire after "
+                        f"{self.ttl_s:g} s"
+                    )
             if key is None:
                 key = uuid.uuid4().hex
             self._expired.pop(key, None)
-            entry = SessionEntry(key=key, session=session, last_used=now)
+            old = self._entries.get(key)
+            if old is not None:
+                self._forget_locked(old)
+            entry = SessionEntry(key=key, session=session, last_used=now, client=client)
             self._entries[key] = entry
+            if client is not None:
+                self._per_client[client] = self._per_client.get(client, 0) + 1
             return entry
+
+    def _full_locked(self, client: str) -> bool:
+        return self._per_client.get(client, 0) >= self.max_per_client
+
+    def _forget_locked(self, entry: SessionEntry) -> None:
+        """Drop ``entry`` from its client's count (the caller removes it from the dict)."""
+        if entry.client is None:
+            return
+        left = self._per_client.get(entry.client, 0) - 1
+        if left > 0:
+            self._per_client[entry.client] = left
+        else:
+            self._per_client.pop(entry.client, None)
 
     def get(self, key: str) -> SessionEntry:
         """The live entry for ``key``, marked as used now.
@@ -150,7 +187,11 @@ class SessionStore:
     def delete(self, key: str) -> bool:
         """Remove a session; deleting a missing id is a no-op. True when one was removed."""
         with self._lock:
-            return self._entries.pop(key, None) is not None
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return False
+            self._forget_locked(entry)
+            return True
 
     def sweep(self) -> int:
         """Drop every session idle past the TTL; returns how many were dropped."""
@@ -173,6 +214,7 @@ class SessionStore:
 
     def _expire_locked(self, entry: SessionEntry, now: float) -> None:
         del self._entries[entry.key]
+        self._forget_locked(entry)
         self._expired[entry.key] = now
         while len(self._expired) > self._remember_expired:
             self._expired.popitem(last=False)

@@ -67,7 +67,10 @@ def test_session_kept_alive_by_use_does_not_expire(start_server) -> None:
 
 
 def test_too_many_sessions_429_until_one_is_deleted(start_server) -> None:
-    with start_server(max_sessions=3) as running, httpx.Client(base_url=running.url) as c:
+    with (
+        start_server(max_sessions=3, max_sessions_per_client=3) as running,
+        httpx.Client(base_url=running.url) as c,
+    ):
         ids = [c.post("/sessions", json={"goal_id": i}).json()["session_id"] for i in range(3)]
         r = c.post("/sessions", json={"goal_id": 0})
         assert r.status_code == 429
@@ -81,7 +84,7 @@ def test_too_many_sessions_429_until_one_is_deleted(start_server) -> None:
 
 def test_expired_sessions_free_their_slots(start_server) -> None:
     with (
-        start_server(max_sessions=2, session_ttl_s=0.2) as running,
+        start_server(max_sessions=2, max_sessions_per_client=2, session_ttl_s=0.2) as running,
         httpx.Client(base_url=running.url) as c,
     ):
         for _ in range(2):

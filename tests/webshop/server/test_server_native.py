@@ -121,12 +121,17 @@ def test_observation_modes(client) -> None:
     assert "mode" in bad.json()["detail"]
 
 
-def test_delete_session_204_then_404_and_missing_is_noop(client) -> None:
+def test_delete_session_204_then_404(client) -> None:
     sid = client.post("/sessions", json={"goal_id": 0}).json()["session_id"]
     assert client.delete(f"/sessions/{sid}").status_code == 204
     assert client.get(f"/sessions/{sid}").status_code == 404
-    assert client.delete(f"/sessions/{sid}").status_code == 204
-    assert client.delete("/sessions/never-existed").status_code == 204
+    assert client.delete(f"/sessions/{sid}").status_code == 404
+
+
+def test_delete_unknown_session_404(client) -> None:
+    missing = client.delete("/sessions/never-existed")
+    assert missing.status_code == 404
+    assert "unknown session" in missing.json()["detail"]
 
 
 def test_list_goals_by_split_with_paging(client, webshop_env) -> None:

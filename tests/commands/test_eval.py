@@ -1,0 +1,97 @@
+"""``wsrl eval``'s answer: completed and failed episodes apart, and a wait that outlives
+a database restart (a real embedded PostgreSQL, stopped and started again)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.factories import make_goal, make_rollout
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from app.commands.eval import Outcome, score_of, wait_for_rollouts
+from app.config import Settings
+from app.db import migrate
+from app.db.lifecycle import RolloutStatus
+from app.db.models import Rollout
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.embedded.ports import free_port
+
+
+def test_failed_rollouts_are_counted_apart_not_as_reward_0() -> None:
+    result = score_of(
+        [
+            Outcome("succeeded", 1.0, None),
+            Outcome("succeeded", 0.0, None),
+            Outcome("succeeded", 0.5, None),
+            Outcome("failed", None, "failed after 3 attempts: env error: env server down"),
+            Outcome("failed", None, "failed after 3 attempts: LLMRequestRejected: too long"),
+        ]
+    )
+    assert result.line() == "score=50.0 success=33.3% episodes=3 failed=2"
+    assert result.infrastructure == 1
+    assert result.reasons == {"env error": 1, "LLMRequestRejected": 1}
+
+
+@pytest.mark.parametrize(
+    ("reason", "infrastructure"),
+    [
+        ("failed after 3 attempts: env error: env server ... unreachable", True),
+        ("failed after 2 attempts: LLMUnavailable: HTTP 503", True),
+        ("failed after 1 attempts: attempt 1 lost: no worker heartbeat", True),
+        ("failed after 3 attempts: LLMUnavailable: no policy endpoint: none published", True),
+        ("failed after 3 attempts: unexpected OperationalError: connection refused", True),
+        ("failed (not retryable) in attempt 1: LLMRequestRejected: HTTP 400", False),
+    ],
+)
+def test_infrastructure_reasons(reason: str, infrastructure: bool) -> None:
+    assert score_of([Outcome("failed", None, reason)]).infrastructure == int(infrastructure)
+
+
+def test_no_completed_episode_scores_0_and_says_so() -> None:
+    result = score_of([Outcome("failed", None, "failed after 3 attempts: env error: x")])
+    assert result.line() == "score=0.0 success=0.0% episodes=0 failed=1"
+
+
+@pytest.mark.slow
+def test_wait_survives_a_postgres_restart(
+    services_dir_factory: Callable[[str], Path],
+) -> None:
+    from app.embedded.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(services_dir_factory("eval-pg"))
+    port = free_port()
+    url = server.start(port)
+    try:
+        migrate.upgrade(url)
+        engine = make_engine(Settings(_env_file=None, database_url=url), pool_size=2)
+        sessions = make_sessionmaker(engine)
+        with session_scope(sessions) as session:
+            make_goal(session, 1)
+            ids = [make_rollout(session, 1, status=RolloutStatus.RUNNING).id for _ in range(3)]
+        result: list[list[Outcome]] = []
+        waiter = threading.Thread(
+            target=lambda: result.append(wait_for_rollouts(sessions, ids, 120, lambda _: None))
+        )
+        waiter.start()
+        time.sleep(1.0)
+        server.stop()
+        time.sleep(5.0)  # the eval polls a database that is down
+        assert waiter.is_alive(), "the wait did not crash while the database was down"
+        server.start(port)
+        with Session(engine) as session, session.begin():
+            session.execute(
+                update(Rollout)
+                .where(Rollout.id.in_(ids))
+                .values(status=RolloutStatus.SUCCEEDED, reward=1.0)
+            )
+        waiter.join(timeout=30)
+        assert not waiter.is_alive()
+        assert [o.status for o in result[0]] == ["succeeded"] * 3
+        engine.dispose()
+    finally:
+        server.stop()

@@ -143,11 +143,21 @@ def scatter_stats(
     logits: torch.Tensor, input_ids: torch.Tensor, where: torch.Tensor, allowed: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logprob and entropy of the generated tokens from their logits (N, V), masked to
-    ``allowed`` (N, V) when given, scattered back to (B, T-1) at ``where``."""
+    ``allowed`` (N, V) when given, scattered back to (B, T-1) at ``where``.
+
+    Raises ValueError when a token lies outside its allowed set: the loss mask and the
+    replayed masks disagree (a misaligned mask, another tokenizer than the server's), and
+    its logprob would be ``-inf``."""
+    tokens = input_ids[:, 1:][where].unsqueeze(-1)  # (N, 1)
     if allowed is not None:
+        if allowed.shape[0] != tokens.shape[0] or not bool(allowed.gather(-1, tokens).all()):
+            raise ValueError(
+                "a trained token lies outside the mask its reply was decoded under: the loss "
+                "mask and the replayed structured_outputs masks disagree"
+            )
         logits = logits.masked_fill(~allowed, float("-inf"))
     logp = torch.log_softmax(logits, dim=-1)  # (N, V)
-    chosen = logp.gather(-1, input_ids[:, 1:][where].unsqueeze(-1)).squeeze(-1)  # (N,)
+    chosen = logp.gather(-1, tokens).squeeze(-1)  # (N,)
     p_logp = torch.where(logp.isfinite(), logp.exp() * logp, torch.zeros_like(logp))
     entropy = -p_logp.sum(-1)  # (N,)
     zeros = torch.zeros(where.shape, dtype=logp.dtype, device=logp.device)  # (B, T-1)

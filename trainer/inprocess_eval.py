@@ -33,6 +33,18 @@ class EvalResult:
     def mean_reward(self) -> float:
         return statistics.fmean(self.rewards) if self.rewards else 0.0
 
+    @property
+    def success_ci(self) -> float:
+        """Half-width of the normal 95 % interval of the success rate."""
+        p, n = self.success_rate, max(len(self.rewards), 1)
+        return 1.96 * (p * (1 - p) / n) ** 0.5
+
+    @property
+    def reward_ci(self) -> float:
+        """Half-width of the normal 95 % interval of the mean reward."""
+        n = len(self.rewards)
+        return 1.96 * statistics.stdev(self.rewards) / n**0.5 if n > 1 else 0.0
+
 
 def evaluate(
     model: Any,

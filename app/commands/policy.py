@@ -90,6 +90,38 @@ def bootstrap_command(
         )  # fmt: skip
 
 
+@policy_cli.command("eval")
+def eval_command(
+    model: Annotated[Path, typer.Option(help="Checkpoint folder (a bootstrap or a train step).")],
+    goals: Annotated[int, typer.Option(min=1, help="First N test goals.")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of sampled replies.")] = 0,
+    constrain_actions: Annotated[
+        bool | None,
+        typer.Option(
+            help="Replies limited to the page's valid actions "
+            "(default: WSRL_AGENT_CONSTRAIN_ACTIONS)."
+        ),
+    ] = None,
+    greedy_only: Annotated[bool, typer.Option(help="Evaluate greedy only.")] = True,
+) -> None:
+    """Held-out success and mean reward of a checkpoint, in this process (no services):
+    the first N test goals, greedy, WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the
+    workers would play them."""
+    from app.config import get_settings
+    from app.webshop.env import WebShopEnv
+
+    settings = get_settings()
+    env = WebShopEnv.load(
+        settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
+    )
+    constrain = settings.agent_constrain_actions if constrain_actions is None else constrain_actions
+    temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
+    _evaluate(
+        env, model, goals, seed, settings.agent_history_steps,
+        max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
+    )  # fmt: skip
+
+
 def _evaluate(
     env,
     target: Path,
@@ -124,8 +156,9 @@ def _evaluate(
             constrain_actions=constrain,
         )
         console.print(
-            f"{name}: success {result.success_rate:.1%}, mean reward "
-            f"{result.mean_reward:.3f}, invalid steps {result.invalid_steps}/{result.steps}"
+            f"{name}: success {result.success_rate:.1%} (95 % CI +/- {result.success_ci:.1%}), "
+            f"mean reward {result.mean_reward:.3f} (+/- {result.reward_ci:.3f}), "
+            f"invalid steps {result.invalid_steps}/{result.steps}"
         )
 
 

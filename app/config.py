@@ -172,6 +172,12 @@ class Settings(BaseSettings):
     agent_mode: str = Field(
         "text", description="text: actions parsed from the reply; tools: search/click/buy tools."
     )
+    agent_constrain_actions: bool = Field(
+        False,
+        description="Limit each text-mode reply to the page's valid actions: requests carry "
+        "vLLM's structured_outputs regex (honoured by vLLM and the trainer's policy server); "
+        "`wsrl dev` turns it on for the tiny policy.",
+    )
     llm_retry_budget_s: float = Field(
         120.0, description="Total time one LLM call may spend retrying 5xx/timeouts."
     )

@@ -4,6 +4,11 @@ Prompts are left-padded so that every row's next token sits in the last column. 
 recorded logprob of a sampled token is the raw model's (temperature 1, no top-p), like
 vLLM's default ``raw_logprobs``: it is what the trainer's forward pass computes, so the
 rollout's logprobs and the trainer's agree up to float error.
+
+A request with ``structured_outputs`` is decoded under that constraint
+(:mod:`trainer.constrained`): at each step the tokens that cannot continue a match get
+``-inf``, and the recorded logprob is the log-softmax over the allowed tokens only, which
+is what the trainer computes when it replays the same mask.
 """
 
 from __future__ import annotations
@@ -13,6 +18,15 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from trainer.constrained import (
+    TokenConstraint,
+    compile_pattern,
+    masked_log_softmax,
+    regex_of,
+    token_index,
+    vocab_mask,
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +39,8 @@ class GenerationRequest:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    structured_outputs: dict | None = None
+    """vLLM's ``structured_outputs`` (``regex`` or ``choice``): the reply must match it."""
 
 
 @dataclass
@@ -67,9 +83,15 @@ def sample_token(
 class _Row:
     """Decoding state of one request."""
 
-    def __init__(self, request: GenerationRequest, fallback_seed: int) -> None:
+    def __init__(
+        self, request: GenerationRequest, fallback_seed: int, index_of=lambda: None
+    ) -> None:
         self.request = request
         self.out = Generation()
+        self.constraint: TokenConstraint | None = None
+        if request.structured_outputs is not None:
+            pattern = compile_pattern(regex_of(request.structured_outputs))
+            self.constraint = TokenConstraint(pattern, index_of())
         self.generator = torch.Generator().manual_seed(
             request.seed if request.seed is not None else fallback_seed
         )
@@ -79,12 +101,16 @@ class _Row:
         return self.out.finish_reason is not None
 
     def push(self, token: int, logp: torch.Tensor, tokenizer, stop_ids: set[int], k: int) -> None:
-        """Record ``token`` (logp: (V,) raw log-probs) and decide whether the row finished."""
+        """Record ``token`` (logp: (V,) log-probs, renormalised under a constraint) and
+        decide whether the row finished."""
         self.out.token_ids.append(token)
         self.out.logprobs.append(float(logp[token]))
+        if self.constraint is not None:
+            self.constraint.advance(token)
         if k > 0:
-            values, indices = logp.topk(k)
-            self.out.top_logprobs.append(list(zip(indices.tolist(), values.tolist(), strict=True)))
+            values, indices = logp.topk(min(k, logp.shape[-1]))
+            top = zip(indices.tolist(), values.tolist(), strict=True)
+            self.out.top_logprobs.append([(t, v) for t, v in top if v != float("-inf")])
         text = tokenizer.decode(self.out.token_ids, skip_special_tokens=True)
         hit = [text.index(s) for s in self.request.stop if s and s in text]
         self.out.text = text[: min(hit)] if hit else text
@@ -94,7 +120,8 @@ class _Row:
             self.out.finish_reason = "length"
 
 
-def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    """The ids that end a reply (also the end of a constrained reply, server and trainer)."""
     configured = model.generation_config.eos_token_id
     ids = configured if isinstance(configured, list) else [configured]
     return {i for i in [tokenizer.eos_token_id, *ids] if i is not None}
@@ -110,8 +137,11 @@ def generate_batch(
 ) -> list[Generation]:
     """Sample all ``requests`` together; a row stops at EOS, a stop string or max_tokens."""
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    stop_ids = _stop_token_ids(model, tokenizer)
-    rows = [_Row(r, fallback_seed + i) for i, r in enumerate(requests)]
+    stop_ids = stop_token_ids(model, tokenizer)
+    rows = [
+        _Row(r, fallback_seed + i, lambda: token_index(tokenizer, sorted(stop_ids)))
+        for i, r in enumerate(requests)
+    ]
     device = next(model.parameters()).device
     ids, mask = (t.to(device) for t in left_pad([r.prompt_ids for r in requests], pad_id))
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
@@ -120,15 +150,20 @@ def generate_batch(
         input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache
     ).logits[:, -1]  # (B, V)
     while True:
-        logp = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+        logits = logits.float().cpu()  # (B, V)
         next_ids = torch.full((len(rows),), pad_id, dtype=torch.long, device=device)  # (B,)
         for i, row in enumerate(rows):
             if row.done:
                 continue
+            row_logits = logits[i]  # (V,)
+            if row.constraint is not None:
+                allowed = vocab_mask(row.constraint.allowed(), row_logits.shape[-1])
+                row_logits = row_logits.masked_fill(~allowed, float("-inf"))
+            logp = masked_log_softmax(row_logits, None)  # (V,)
             token = sample_token(
-                logits[i].cpu(), row.request.temperature, row.request.top_p, row.generator
+                row_logits, row.request.temperature, row.request.top_p, row.generator
             )
-            row.push(token, logp[i].cpu(), tokenizer, stop_ids, top_logprobs)
+            row.push(token, logp, tokenizer, stop_ids, top_logprobs)
             next_ids[i] = token
         if all(row.done for row in rows):
             return [row.out for row in rows]

@@ -33,6 +33,18 @@ class EvalResult:
     def mean_reward(self) -> float:
         return statistics.fmean(self.rewards) if self.rewards else 0.0
 
+    @property
+    def success_ci(self) -> float:
+        """Half-width of the normal 95 % interval of the success rate."""
+        p, n = self.success_rate, max(len(self.rewards), 1)
+        return 1.96 * (p * (1 - p) / n) ** 0.5
+
+    @property
+    def reward_ci(self) -> float:
+        """Half-width of the normal 95 % interval of the mean reward."""
+        n = len(self.rewards)
+        return 1.96 * statistics.stdev(self.rewards) / n**0.5 if n > 1 else 0.0
+
 
 def evaluate(
     model: Any,
@@ -46,10 +58,12 @@ def evaluate(
     batch_size: int = 25,
     seed: int = 0,
     history_steps: int = DEFAULT_HISTORY_STEPS,
+    constrain_actions: bool = False,
 ) -> EvalResult:
     """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
-    prompts showing the last ``history_steps`` steps."""
-    episodes = [LocalEpisode(env, g, history_steps) for g in goal_ids]
+    prompts showing the last ``history_steps`` steps; ``constrain_actions`` limits each
+    reply to the page's valid actions, as ``WSRL_AGENT_CONSTRAIN_ACTIONS`` does."""
+    episodes = [LocalEpisode(env, g, history_steps, constrain_actions) for g in goal_ids]
     steps = 0
     for number in range(1, max_steps + 1):
         active = [e for e in episodes if not e.done]
@@ -61,6 +75,7 @@ def evaluate(
                     max_tokens,
                     temperature,
                     seed=seed * 100_003 + number * 1009 + i,
+                    structured_outputs=e.structured_outputs(),
                 )
                 for i, e in enumerate(chunk, start)
             ]

@@ -17,7 +17,11 @@ class LocalEpisode:
     """One episode on an in-process session; the session is the truth about the page."""
 
     def __init__(
-        self, env: WebShopEnv, goal_id: int, history_steps: int = DEFAULT_HISTORY_STEPS
+        self,
+        env: WebShopEnv,
+        goal_id: int,
+        history_steps: int = DEFAULT_HISTORY_STEPS,
+        constrain_actions: bool = False,
     ) -> None:
         self.session = env.new_session(goal_id)
         self.state = Episode(
@@ -25,6 +29,7 @@ class LocalEpisode:
             self.session.observation(),
             self.session.available_actions(),
             history_steps=history_steps,
+            constrain_actions=constrain_actions,
         )
         self.reward = 0.0
         self.done = False
@@ -32,6 +37,10 @@ class LocalEpisode:
 
     def messages(self) -> list[dict[str, str]]:
         return self.state.messages()
+
+    def structured_outputs(self) -> dict[str, str] | None:
+        """The constraint of the next reply, as the worker would send it (or None)."""
+        return self.state.structured_outputs()
 
     def prompt_ids(self, tokenizer: Any) -> list[int]:
         """The chat-templated prompt of the current page, assistant turn opened."""

@@ -3,7 +3,9 @@
 Responses have vLLM's token-capture shape: ``prompt_token_ids`` on the response,
 ``token_ids`` on each choice, ``logprobs.content[i].logprob`` per generated token (raw
 model logprobs). Concurrent requests are gathered for ``gather_ms`` and sampled together
-(left padding + KV cache). A weight sync is :meth:`PolicyServer.swap`: it waits for the
+(left padding + KV cache). A request's ``structured_outputs`` (vLLM's ``regex`` or
+``choice``) limits its reply, and its logprobs are then renormalised over the allowed
+tokens (:mod:`trainer.generation`). A weight sync is :meth:`PolicyServer.swap`: it waits for the
 batch in flight, so every response is produced by exactly one policy version.
 """
 
@@ -26,6 +28,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.constrained import ConstraintError, compile_pattern, regex_of
 from trainer.generation import Generation, GenerationRequest, generate_batch
 
 logger = logging.getLogger(__name__)
@@ -47,6 +50,8 @@ class ChatRequest(BaseModel):
     n: int = Field(1, ge=1, le=16)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    structured_outputs: dict[str, Any] | None = None
+    """vLLM's constraint on the reply: ``{"regex": ...}`` or ``{"choice": [...]}``."""
 
 
 @dataclass
@@ -162,6 +167,11 @@ def _requests(
             f"context of {limit} tokens; lower max_tokens or shorten the messages.",
         )
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    if body.structured_outputs is not None:
+        try:
+            compile_pattern(regex_of(body.structured_outputs))
+        except ConstraintError as exc:
+            raise HTTPException(400, f"structured_outputs: {exc}") from exc
     return [
         GenerationRequest(
             prompt_ids=prompt,
@@ -170,6 +180,7 @@ def _requests(
             top_p=body.top_p,
             seed=None if body.seed is None else body.seed + i,
             stop=stop,
+            structured_outputs=body.structured_outputs,
         )
         for i in range(body.n)
     ]

@@ -57,6 +57,7 @@ def _calls(session: Session, rollout_ids: Sequence[uuid.UUID]) -> dict[Any, list
                 call.response_token_ids or [],
                 call.response_logprobs or [],
                 call.policy_version if call.policy_version is not None else -1,
+                call.structured_outputs,
             )
         )
     return calls

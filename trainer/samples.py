@@ -22,6 +22,8 @@ class CallRecord:
     response_token_ids: Sequence[int]
     response_logprobs: Sequence[float]
     policy_version: int
+    structured_outputs: dict | None = None
+    """The constraint the reply was decoded under (None: unconstrained)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class Sample:
     policy_version_min: int
     weight: float = 1.0
     """Scales this sample's per-token loss (see ``weighting`` in :func:`build_samples`)."""
+    constraints: list[tuple[int, dict]] = field(default_factory=list)
+    """(index in ``input_ids`` where a constrained reply starts, its ``structured_outputs``):
+    the trainer replays these masks (:mod:`trainer.constrained`)."""
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -78,6 +83,7 @@ class _Builder:
     loss_mask: list[int] = field(default_factory=list)
     rollout_logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    constraints: list[tuple[int, dict]] = field(default_factory=list)
 
     def extends(self, prompt: Sequence[int]) -> bool:
         n = len(self.input_ids)
@@ -85,6 +91,8 @@ class _Builder:
 
     def append(self, call: CallRecord) -> None:
         context = list(call.prompt_token_ids[len(self.input_ids) :])
+        if call.structured_outputs is not None:
+            self.constraints.append((len(self.input_ids) + len(context), call.structured_outputs))
         self.input_ids += context + list(call.response_token_ids)
         self.loss_mask += [0] * len(context) + [1] * len(call.response_token_ids)
         self.rollout_logprobs += [0.0] * len(context) + [float(x) for x in call.response_logprobs]
@@ -163,6 +171,7 @@ def build_samples(
                     rollout_logprobs=b.rollout_logprobs,
                     advantage=float(advantages[rollout.rollout_id]),
                     policy_version_min=min(b.versions),
+                    constraints=b.constraints,
                 )
             )
     stats.samples = len(samples)

@@ -7,6 +7,11 @@ Agent samples are mostly prompt: a turn of the WebShop agent is a few hundred pr
 tokens and a dozen generated ones. :func:`generated_token_stats` therefore runs the
 vocabulary projection only where a token was generated; on the tiny policy that made a
 train step's update several times faster than full logits (README, Training).
+
+A reply decoded under a constraint (``Sample.constraints``) was sampled from the logits
+renormalised over the tokens its pattern allowed; :func:`allowed_matrix` replays those
+masks and the logprobs here are renormalised the same way, so the rollout's logprobs and
+the trainer's agree and the importance ratio is exact.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 import torch
 
+from trainer.constrained import TokenIndex, allowed_rows
 from trainer.samples import Sample
 
 
@@ -29,16 +35,22 @@ class TrainBatch:
     loss_mask: torch.Tensor  # (B, T-1) float, 1 where token t+1 was generated
     rollout_logprobs: torch.Tensor  # (B, T-1) float, the server's logprob of token t+1
     advantages: torch.Tensor  # (B, T-1) float, the rollout's advantage x sample weight
+    allowed: torch.Tensor | None = None  # (N, V) bool per generated token (row-major), or None
 
     def to(self, device: str | torch.device) -> TrainBatch:
-        return TrainBatch(**{k: v.to(device) for k, v in self.__dict__.items()})
+        return TrainBatch(
+            **{k: None if v is None else v.to(device) for k, v in self.__dict__.items()}
+        )
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
 
-def collate(samples: Sequence[Sample], pad_id: int) -> TrainBatch:
-    """Right-pad ``samples`` to the longest one."""
+def collate(
+    samples: Sequence[Sample], pad_id: int, index: TokenIndex | None = None, vocab: int = 0
+) -> TrainBatch:
+    """Right-pad ``samples`` to the longest one; with ``index`` (and the logits' width
+    ``vocab``), constrained replies get their masks in ``allowed``."""
     if not samples:
         raise ValueError("collate needs at least one sample.")
     width = max(len(s) for s in samples)
@@ -62,7 +74,34 @@ def collate(samples: Sequence[Sample], pad_id: int) -> TrainBatch:
         loss_mask=mask[:, 1:],
         rollout_logprobs=logprobs[:, 1:],
         advantages=advantages.expand(b, width - 1) * mask[:, 1:],
+        allowed=allowed_matrix(samples, index, vocab) if index is not None else None,
     )
+
+
+def allowed_matrix(samples: Sequence[Sample], index: TokenIndex, vocab: int) -> torch.Tensor | None:
+    """(N, V) bool: the tokens allowed at each generated position of ``samples``, in the
+    row-major order of their loss masks (all True where a reply was unconstrained); None
+    when no reply was constrained."""
+    if not any(s.constraints for s in samples):
+        return None
+    rows: list[torch.Tensor] = []
+    for s in samples:
+        starts = {start: value for start, value in s.constraints}
+        generated = [t for t in range(1, len(s)) if s.loss_mask[t]]
+        replay: dict[int, list[int]] = {}
+        for start, value in starts.items():
+            end = start
+            while end < len(s) and s.loss_mask[end]:
+                end += 1
+            for k, allowed in enumerate(allowed_rows(value, s.input_ids[start:end], index)):
+                replay[start + k] = allowed
+        for t in generated:
+            row = torch.ones(vocab, dtype=torch.bool)
+            if t in replay:
+                row = torch.zeros(vocab, dtype=torch.bool)
+                row[torch.tensor(replay[t], dtype=torch.long)] = True
+            rows.append(row)
+    return torch.stack(rows)
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -78,7 +117,11 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
 
 
 def generated_token_stats(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    allowed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logprob and entropy of each generated token, computing logits only there.
 
@@ -86,16 +129,37 @@ def generated_token_stats(
     zero where ``loss_mask`` is 0; the logprobs carry gradient, the entropies do too (an
     entropy bonus needs it). Equal to :func:`token_logprobs` / :func:`token_entropy` on
     the full logits for models whose logits are ``lm_head(last hidden state)``; see
-    :func:`head_only_matches`.
+    :func:`head_only_matches`. ``allowed`` (N, V): renormalise over those tokens only.
     """
     hidden = model.get_decoder()(
         input_ids=input_ids, attention_mask=attention_mask
     ).last_hidden_state  # (B, T, H)
     where = loss_mask.bool()  # (B, T-1)
     logits = model.get_output_embeddings()(hidden[:, :-1][where]).float()  # (N, V)
+    return scatter_stats(logits, input_ids, where, allowed)
+
+
+def scatter_stats(
+    logits: torch.Tensor, input_ids: torch.Tensor, where: torch.Tensor, allowed: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logprob and entropy of the generated tokens from their logits (N, V), masked to
+    ``allowed`` (N, V) when given, scattered back to (B, T-1) at ``where``.
+
+    Raises ValueError when a token lies outside its allowed set: the loss mask and the
+    replayed masks disagree (a misaligned mask, another tokenizer than the server's), and
+    its logprob would be ``-inf``."""
+    tokens = input_ids[:, 1:][where].unsqueeze(-1)  # (N, 1)
+    if allowed is not None:
+        if allowed.shape[0] != tokens.shape[0] or not bool(allowed.gather(-1, tokens).all()):
+            raise ValueError(
+                "a trained token lies outside the mask its reply was decoded under: the loss "
+                "mask and the replayed structured_outputs masks disagree"
+            )
+        logits = logits.masked_fill(~allowed, float("-inf"))
     logp = torch.log_softmax(logits, dim=-1)  # (N, V)
-    chosen = logp.gather(-1, input_ids[:, 1:][where].unsqueeze(-1)).squeeze(-1)  # (N,)
-    entropy = -(logp.exp() * logp).sum(-1)  # (N,)
+    chosen = logp.gather(-1, tokens).squeeze(-1)  # (N,)
+    p_logp = torch.where(logp.isfinite(), logp.exp() * logp, torch.zeros_like(logp))
+    entropy = -p_logp.sum(-1)  # (N,)
     zeros = torch.zeros(where.shape, dtype=logp.dtype, device=logp.device)  # (B, T-1)
     return zeros.masked_scatter(where, chosen), zeros.masked_scatter(where, entropy)
 

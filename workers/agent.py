@@ -57,6 +57,7 @@ def run_episode(
     mode: AgentMode | str = AgentMode.TEXT,
     sampling: Sampling | None = None,
     history_steps: int = DEFAULT_HISTORY_STEPS,
+    constrain_actions: bool = False,
     worker: str = "-",
     rollout: str = "-",
 ) -> EpisodeResult:
@@ -74,6 +75,7 @@ def run_episode(
         session.available_actions,
         history_steps=history_steps,
         mode=mode,
+        constrain_actions=constrain_actions,
     )
     _emit(recorder, f"[TASK] {worker} {rollout} {episode.instruction}")
     steps: list[StepRecord] = []
@@ -86,6 +88,7 @@ def run_episode(
                 episode.messages(),
                 tools=TOOLS if mode == AgentMode.TOOLS else None,
                 sampling=sampling,
+                structured_outputs=episode.structured_outputs(),
             )
             recorder.on_llm_call(call)
             versions.append(call.policy_version)

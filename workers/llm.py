@@ -99,6 +99,7 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         sampling: Sampling,
+        structured_outputs: dict[str, Any] | None,
     ) -> HttpResponse:
         """POST one chat completion request; any HTTP answer is returned."""
         body: dict[str, Any] = {
@@ -113,6 +114,8 @@ class LLMClient:
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
+        if structured_outputs is not None:
+            body["structured_outputs"] = structured_outputs
         if self._settings.llm_token_capture:
             body.update(token_capture_params())
         return self._pool_for(endpoint.base_url).request("POST", "/chat/completions", json=body)
@@ -123,8 +126,12 @@ class LLMClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         sampling: Sampling | None = None,
+        structured_outputs: dict[str, Any] | None = None,
     ) -> LLMCall:
         """One completion; retries transient failures within the budget.
+
+        ``structured_outputs`` (vLLM's field) limits the reply; it is sent as is and kept
+        on the returned call, so the row records the mask's source.
 
         Raises :class:`LLMUnavailable` (budget spent, or no serving endpoint),
         :class:`LLMRequestRejected` (4xx) or :class:`LLMBadResponse`.
@@ -144,7 +151,7 @@ class LLMClient:
                 ) from exc
             call_started = time.monotonic()
             try:
-                response = self._request(endpoint, messages, tools, sampling)
+                response = self._request(endpoint, messages, tools, sampling, structured_outputs)
             except HttpTimeout:
                 reason = f"timeout after {self._settings.llm_timeout_s:g}s at {endpoint.base_url}"
             except HttpError as exc:
@@ -163,6 +170,7 @@ class LLMClient:
                         raw,
                         messages=messages,
                         tools=tools,
+                        structured_outputs=structured_outputs,
                         policy_version=endpoint.version,
                         base_url=endpoint.base_url,
                         latency_ms=latency_ms,

@@ -209,11 +209,14 @@ def still_running(settings) -> list[str]:
 
 
 def _child_env(settings, model: Path) -> dict[str, str] | None:
-    """The children's environment: the prompt history the policy was bootstrapped with.
+    """The children's environment for a bootstrapped tiny policy (a ``bootstrap.json``):
+    the prompt history it was bootstrapped with, and replies constrained to the page's
+    valid actions, each unless the user set the variable explicitly.
 
-    The tiny policy is trained on prompts with ``history_steps`` past steps (recorded in
-    its ``bootstrap.json``); the workers must build the same prompts, unless the user set
-    ``WSRL_AGENT_HISTORY_STEPS`` explicitly.
+    Why constrained: the bootstrap's greedy replies are half invalid (an unlisted product
+    id, an option the page does not offer); limited to the valid actions the same weights
+    win more often with no training, and GRPO chooses among valid actions
+    (docs/benchmarks.md, Learning).
     """
     import json
     import os
@@ -221,12 +224,15 @@ def _child_env(settings, model: Path) -> dict[str, str] | None:
     from trainer.bootstrap import MANIFEST
 
     manifest = model / MANIFEST
-    if "agent_history_steps" in settings.model_fields_set or not manifest.exists():
+    if not manifest.exists():
         return None
+    overrides = {}
     history = json.loads(manifest.read_text()).get("history_steps")
-    if history is None:
-        return None
-    return {**os.environ, "WSRL_AGENT_HISTORY_STEPS": str(history)}
+    if "agent_history_steps" not in settings.model_fields_set and history is not None:
+        overrides["WSRL_AGENT_HISTORY_STEPS"] = str(history)
+    if "agent_constrain_actions" not in settings.model_fields_set:
+        overrides["WSRL_AGENT_CONSTRAIN_ACTIONS"] = "true"
+    return {**os.environ, **overrides} if overrides else None
 
 
 def _prepare(settings) -> None:

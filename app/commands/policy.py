@@ -36,6 +36,14 @@ def bootstrap_command(
         int, typer.Option(min=0, help="Test goals to evaluate on afterwards (0 = none).")
     ] = 0,
     force: Annotated[bool, typer.Option(help="Rebuild even when cached.")] = False,
+    constrain_actions: Annotated[
+        bool | None,
+        typer.Option(
+            help="Evaluate with replies limited to the page's valid actions "
+            "(default: WSRL_AGENT_CONSTRAIN_ACTIONS)."
+        ),
+    ] = None,
+    greedy_only: Annotated[bool, typer.Option(help="Evaluate greedy only.")] = False,
 ) -> None:
     """Build the tiny policy (tokenizer + model) and imitate fair demonstrations; cached
     per config. Run it with agent_history_steps = the manifest's history_steps (1).
@@ -74,10 +82,59 @@ def bootstrap_command(
         f"{manifest['demonstrations']} demonstration steps, loss {manifest['final_loss']:.3f}"
     )
     if eval_goals:
-        _evaluate(env, target, eval_goals, seed, manifest["history_steps"])
+        constrain = (
+            settings.agent_constrain_actions if constrain_actions is None else constrain_actions
+        )
+        temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
+        _evaluate(
+            env, target, eval_goals, seed, manifest["history_steps"],
+            max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
+        )  # fmt: skip
 
 
-def _evaluate(env, target: Path, goals: int, seed: int, history_steps: int) -> None:
+@policy_cli.command("eval")
+def eval_command(
+    model: Annotated[Path, typer.Option(help="Checkpoint folder (a bootstrap or a train step).")],
+    goals: Annotated[int, typer.Option(min=1, help="First N test goals.")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of sampled replies.")] = 0,
+    constrain_actions: Annotated[
+        bool | None,
+        typer.Option(
+            help="Replies limited to the page's valid actions "
+            "(default: WSRL_AGENT_CONSTRAIN_ACTIONS)."
+        ),
+    ] = None,
+    greedy_only: Annotated[bool, typer.Option(help="Evaluate greedy only.")] = True,
+) -> None:
+    """Held-out success and mean reward of a checkpoint, in this process (no services):
+    the first N test goals, greedy, WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the
+    workers would play them."""
+    from app.config import get_settings
+    from app.webshop.env import WebShopEnv
+
+    settings = get_settings()
+    env = WebShopEnv.load(
+        settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
+    )
+    constrain = settings.agent_constrain_actions if constrain_actions is None else constrain_actions
+    temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
+    _evaluate(
+        env, model, goals, seed, settings.agent_history_steps,
+        max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
+    )  # fmt: skip
+
+
+def _evaluate(
+    env,
+    target: Path,
+    goals: int,
+    seed: int,
+    history_steps: int,
+    *,
+    max_steps: int,
+    constrain: bool,
+    temperatures: tuple[tuple[str, float], ...],
+) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trainer.inprocess_eval import evaluate
@@ -85,7 +142,10 @@ def _evaluate(env, target: Path, goals: int, seed: int, history_steps: int) -> N
     model = AutoModelForCausalLM.from_pretrained(str(target)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     ids = env.goal_ids("test")[:goals]
-    for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
+    console.print(
+        f"{len(ids)} test goals, {max_steps}-step limit, constrained to valid actions: {constrain}"
+    )
+    for name, temperature in temperatures:
         result = evaluate(
             model,
             tokenizer,
@@ -94,10 +154,13 @@ def _evaluate(env, target: Path, goals: int, seed: int, history_steps: int) -> N
             temperature=temperature,
             seed=seed,
             history_steps=history_steps,
+            max_steps=max_steps,
+            constrain_actions=constrain,
         )
         console.print(
-            f"{name}: success {result.success_rate:.1%}, mean reward "
-            f"{result.mean_reward:.3f}, invalid steps {result.invalid_steps}/{result.steps}"
+            f"{name}: success {result.success_rate:.1%} (95 % CI +/- {result.success_ci:.1%}), "
+            f"mean reward {result.mean_reward:.3f} (+/- {result.reward_ci:.3f}), "
+            f"invalid steps {result.invalid_steps}/{result.steps}"
         )
 
 

@@ -34,6 +34,16 @@ def smoothed(values: list[float], weights: list[int]) -> list[float]:
     return out
 
 
+def interval(row: dict[str, Any], key: str) -> float:
+    """Half-width of the normal 95 % interval of a round's ``mean_reward`` or
+    ``success_rate`` (binomial), from its episodes."""
+    n = max(int(row["episodes"]), 1)
+    if key == "success_rate":
+        p = float(row["success_rate"])
+        return 1.96 * (p * (1 - p) / n) ** 0.5
+    return 1.96 * float(row.get("reward_std") or 0.0) / n**0.5
+
+
 def plot(rows: list[dict[str, Any]], out: Path) -> None:
     """Two panels (mean reward, success rate) against the policy version, one line per
     kind: ``rows`` by version (train) and evaluation rounds (``mode`` = ``eval``)."""
@@ -52,7 +62,13 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
             label = f"eval, held out ({len(mine)} rounds, {episodes} episodes)"
         for ax, key, scale in ((reward_ax, "mean_reward", 1.0), (success_ax, "success_rate", 100)):
             values = [scale * float(r[key]) for r in mine]
-            if mode == "eval" or len(mine) < SMOOTH_VERSIONS:
+            if mode == "eval":
+                ax.errorbar(
+                    versions, values, yerr=[scale * interval(r, key) for r in mine],
+                    marker="o", capsize=3, label=f"{label}, 95 % intervals",
+                )  # fmt: skip
+                continue
+            if len(mine) < SMOOTH_VERSIONS:
                 ax.plot(versions, values, marker="o", label=label)
                 continue
             points = ax.plot(versions, values, marker=".", alpha=0.35, label=label)

@@ -177,6 +177,27 @@ def format_available_actions(available_actions: dict[str, Any]) -> list[str]:
     return lines
 
 
+# The free text of a constrained search: no brackets (the action would not parse) and one line.
+SEARCH_TEXT_REGEX = r"[^\[\]\n]+"
+
+
+def action_structured_outputs(available_actions: dict[str, Any]) -> dict[str, str]:
+    """vLLM's ``structured_outputs`` that limit a text-mode reply to the page's valid actions:
+    ``click[`` + one listed clickable + ``]``, or ``search[`` + free text + ``]`` where the
+    page has a search bar. An optional space after the bracket keeps the tiny policy's
+    habit (``click[ buy now]``); :func:`parse_action` strips it. The same request works
+    against vLLM (GPU or CPU) and the trainer's policy server, which records the value
+    with the call so the trainer can replay the mask.
+    """
+    options = []
+    clickables = [c for c in available_actions.get("clickables", []) if c != "search"]
+    if clickables:
+        options.append(r"click\[ ?(?:" + "|".join(re.escape(c) for c in clickables) + r")\]")
+    if available_actions.get("has_search_bar") or not options:
+        options.append(r"search\[ ?" + SEARCH_TEXT_REGEX + r"\]")
+    return {"regex": "|".join(options)}
+
+
 def build_messages(
     instruction: str,
     observation: str,
@@ -315,6 +336,14 @@ class Episode:
     history_steps: int = DEFAULT_HISTORY_STEPS
     mode: AgentMode = AgentMode.TEXT
     history: list[HistoryStep] = field(default_factory=list)
+    constrain_actions: bool = False
+    """Ask the server to limit each reply to the page's valid actions (text mode only)."""
+
+    def structured_outputs(self) -> dict[str, str] | None:
+        """The constraint of the next reply (see :func:`action_structured_outputs`)."""
+        if not self.constrain_actions or self.mode != AgentMode.TEXT:
+            return None
+        return action_structured_outputs(self.available_actions)
 
     @property
     def number(self) -> int:

@@ -119,6 +119,9 @@ class LLMCall:
     trainable: bool = False
     untrainable_reason: str | None = None
     usage: dict[str, Any] | None = field(default=None)
+    structured_outputs: dict[str, Any] | None = None
+    """The request's constraint on the reply (vLLM's ``structured_outputs``), if any: the
+    trainer replays it to compute log-probabilities under the same mask."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -203,6 +206,7 @@ def parse_chat_response(
     *,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
+    structured_outputs: dict[str, Any] | None = None,
     policy_version: int = 0,
     base_url: str = "",
     latency_ms: float = 0.0,
@@ -246,6 +250,7 @@ def parse_chat_response(
         trainable=reason is None,
         untrainable_reason=reason,
         usage=raw.get("usage") if isinstance(raw.get("usage"), dict) else None,
+        structured_outputs=structured_outputs,
     )
 
 
@@ -263,4 +268,5 @@ def call_row(index: int, call: LLMCall) -> dict[str, Any]:
         "finish_reason": call.finish_reason,
         "latency_ms": call.latency_ms,
         "trainable": call.trainable,
+        "structured_outputs": call.structured_outputs,
     }

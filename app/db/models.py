@@ -246,3 +246,6 @@ class LlmCall(Base):
     # False when the call is not policy output to learn from (e.g. an external endpoint
     # without token ids, or a call whose tokens were cut).
     trainable: Mapped[bool] = mapped_column(Boolean, server_default="true")
+    # The request's structured_outputs (e.g. {"regex": ...} from the page's actions): the
+    # mask the server decoded under, which the trainer replays. NULL: unconstrained.
+    structured_outputs: Mapped[Any | None] = mapped_column(JSONB)

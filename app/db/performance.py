@@ -27,7 +27,8 @@ def performance_rows(session: Any) -> list[dict[str, Any]]:
 
 def evaluation_rounds(session: Any) -> list[dict[str, Any]]:
     """One row per evaluation round with a finished episode: when it was queued, the
-    versions it played on, episodes, mean reward, success rate, and how many of its
+    versions it played on, episodes, mean reward (and its standard deviation), success rate,
+    and how many of its
     rollouts are still queued or running (``unfinished``)."""
     result = session.execute(
         text(
@@ -36,6 +37,7 @@ def evaluation_rounds(session: Any) -> list[dict[str, Any]]:
             "max(policy_version_max) FILTER (WHERE done) AS last_version, "
             "count(*) FILTER (WHERE done) AS episodes, "
             "avg(reward) FILTER (WHERE done) AS mean_reward, "
+            "coalesce(stddev_samp(reward) FILTER (WHERE done), 0) AS reward_std, "
             "avg(CASE WHEN success THEN 1.0 ELSE 0.0 END) FILTER (WHERE done) AS success_rate, "
             "count(*) FILTER (WHERE status IN ('queued', 'running')) AS unfinished "
             "FROM (SELECT *, status = 'succeeded' AND policy_version_min IS NOT NULL AS done "

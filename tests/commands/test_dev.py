@@ -116,3 +116,19 @@ def test_dev_trains_stops_everything_on_ctrl_c_and_resumes(
     text = second_log.read_text()
     assert re.search(rf"step +{done + 1} +v\d+ +reward", text), text  # resumed
     assert all(_gone(pid) for pid in _pids(text)), text
+
+
+def test_bootstrapped_policy_gets_its_history_and_constrained_replies(tmp_path: Path) -> None:
+    from app.commands.dev import _child_env
+
+    (tmp_path / "bootstrap.json").write_text('{"history_steps": 1}')
+    env = _child_env(Settings(_env_file=None), tmp_path)
+    assert env is not None
+    assert env["WSRL_AGENT_HISTORY_STEPS"] == "1"
+    assert env["WSRL_AGENT_CONSTRAIN_ACTIONS"] == "true"
+    chosen = _child_env(Settings(_env_file=None, agent_constrain_actions=False), tmp_path)
+    assert chosen is not None  # the user's choice is left as the environment has it
+    assert chosen.get("WSRL_AGENT_CONSTRAIN_ACTIONS") == os.environ.get(
+        "WSRL_AGENT_CONSTRAIN_ACTIONS"
+    )
+    assert _child_env(Settings(_env_file=None), tmp_path / "not-bootstrapped") is None

@@ -158,3 +158,39 @@ def test_swap_changes_version_and_weights(served, client, tiny_checkpoint) -> No
         assert lp_before != pytest.approx(lp_after)
     finally:
         server.swap(old_model, 3)
+
+
+PAGE_ACTIONS = {"has_search_bar": False, "clickables": ["back to search", "b00abc123", "< prev"]}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_constrained_logprobs_equal_trainer_masked_forward(client, backend, seed: int) -> None:
+    """The server's recorded logprobs under a structured_outputs mask equal the trainer's
+    forward pass renormalised over the replayed masks (an exact importance ratio), and
+    differ from the unmasked forward pass."""
+    from app.core.agent import action_structured_outputs, parse_action
+    from trainer.samples import CallRecord, RolloutRecord, build_samples
+
+    constraint = action_structured_outputs(PAGE_ACTIONS)
+    raw = chat(
+        client,
+        temperature=1.0,
+        seed=seed,
+        max_tokens=30,
+        extra_body={"return_token_ids": True, "structured_outputs": constraint},
+    ).model_dump()
+    choice = raw["choices"][0]
+    assert parse_action(choice["message"]["content"]) in {
+        f"click[{c}]" for c in PAGE_ACTIONS["clickables"]
+    }
+    served = [t["logprob"] for t in choice["logprobs"]["content"]]
+    call = CallRecord(raw["prompt_token_ids"], choice["token_ids"], served, 3, constraint)
+    samples, _ = build_samples(
+        [RolloutRecord("r", "g", 1.0, [call])], {"r": 1.0}, "trajectory", 4096
+    )
+    batch = backend.collate(samples)
+    assert batch.allowed is not None and batch.allowed.shape[0] == len(served)
+    trainer = backend.logprobs(batch)[batch.loss_mask.bool()]
+    assert torch.allclose(trainer, torch.tensor(served), atol=1e-5)
+    unmasked = backend.logprobs(collate(samples, backend.pad_id))[batch.loss_mask.bool()]
+    assert not torch.allclose(unmasked, torch.tensor(served), atol=1e-3)

@@ -201,3 +201,18 @@ def test_agent_settings_that_differ_name_each_variable() -> None:
         check_agent_settings(settings, "the bootstrap", history_steps=1, mode="text")
     assert "WSRL_AGENT_HISTORY_STEPS=4 but the bootstrap expects 1" in str(caught.value)
     assert "WSRL_AGENT_MODE" not in str(caught.value)
+
+
+def test_constrained_episode_asks_for_the_page_actions_only_in_text_mode() -> None:
+    import re
+
+    from app.core.agent import AgentMode, Episode
+
+    page = {"has_search_bar": False, "clickables": ["back to search", "B0X", "size 6.5 [us]"]}
+    episode = Episode("a mug", "page", page, constrain_actions=True)
+    regex = episode.structured_outputs()["regex"]
+    assert re.fullmatch(regex, "click[ size 6.5 [us]]") and re.fullmatch(regex, "click[B0X]")
+    assert not re.fullmatch(regex, "click[ B0Y]") and not re.fullmatch(regex, "search[ mug]")
+    assert Episode("a mug", "page", page).structured_outputs() is None
+    tools = Episode("a mug", "page", page, mode=AgentMode.TOOLS, constrain_actions=True)
+    assert tools.structured_outputs() is None

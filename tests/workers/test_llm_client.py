@@ -6,6 +6,7 @@ import socket
 
 import httpx
 import pytest
+from fastapi import Request
 
 from app.core.agent import TOOLS, build_messages
 from app.core.llm import (
@@ -157,6 +158,30 @@ def test_garbage_200_body_is_a_bad_response(make_settings) -> None:
         pytest.raises(LLMBadResponse, match="without choices"),
     ):
         llm.chat(MESSAGES)
+
+
+def test_structured_outputs_are_sent_and_kept_on_the_call(make_settings) -> None:
+    from fastapi import FastAPI
+
+    from app.core.agent import action_structured_outputs
+    from app.core.llm import call_row
+
+    seen: list[dict] = []
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def answer(request: Request) -> dict:
+        seen.append(await request.json())
+        return _raw()
+
+    constraint = action_structured_outputs(SEARCH_PAGE)
+    with serve_in_thread(app) as server, LLMClient(make_settings(llm_base_url=_v1(server))) as llm:
+        call = llm.chat(MESSAGES, structured_outputs=constraint)
+        plain = llm.chat(MESSAGES)
+    assert seen[0]["structured_outputs"] == constraint
+    assert "structured_outputs" not in seen[1]
+    assert call_row(0, call)["structured_outputs"] == constraint
+    assert call_row(1, plain)["structured_outputs"] is None
 
 
 # --- parse_chat_response on raw vLLM-shaped dicts (the gateway's path) ------------------

@@ -19,14 +19,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trainer import algorithms
 from trainer.config import TrainerConfig
+from trainer.constrained import TokenIndex, token_index
+from trainer.generation import stop_token_ids
 from trainer.samples import Sample
 from trainer.tensors import (
     TrainBatch,
     collate,
     generated_token_stats,
     head_only_matches,
-    token_entropy,
-    token_logprobs,
+    scatter_stats,
 )
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class LocalBackend:
 
     def logprobs(self, batch: TrainBatch, model: PreTrainedModel | None = None) -> torch.Tensor:
         """Logprobs of the generated tokens of ``batch`` under ``model`` (default: the
-        policy); (B, T-1), 0 where ``loss_mask`` is 0 unless full logits are in use."""
+        policy); (B, T-1), 0 where ``loss_mask`` is 0."""
         batch = batch.to(self.device)
         with torch.no_grad():
             return self._token_stats(model or self.model, batch)[0]
@@ -73,17 +74,30 @@ class LocalBackend:
         """(logprobs, entropies) of the next tokens, (B, T-1) each."""
         if self._head_only:
             return generated_token_stats(
-                model, batch.input_ids, batch.attention_mask, batch.loss_mask
+                model, batch.input_ids, batch.attention_mask, batch.loss_mask, batch.allowed
             )
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        return token_logprobs(logits, batch.input_ids), token_entropy(logits)
+        where = batch.loss_mask.bool()  # (B, T-1)
+        return scatter_stats(logits[:, :-1][where].float(), batch.input_ids, where, batch.allowed)
+
+    @property
+    def token_index(self) -> TokenIndex:
+        """The vocabulary trie constrained replies are replayed on (the server's, same eos)."""
+        return token_index(self.tokenizer, sorted(stop_token_ids(self.model, self.tokenizer)))
+
+    def collate(self, samples: Sequence[Sample]) -> TrainBatch:
+        """``samples`` as a batch on the device, constrained replies with their masks."""
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        constrained = any(s.constraints for s in samples)
+        index = self.token_index if constrained else None
+        return collate(samples, self.pad_id, index, vocab).to(self.device)
 
     def _micro_batches(self, samples: Sequence[Sample]) -> list[TrainBatch]:
         order = list(samples)
         self._rng.shuffle(order)
         size = self.config.micro_batch_size
         chunks = [order[i : i + size] for i in range(0, len(order), size)]
-        return [collate(chunk, self.pad_id).to(self.device) for chunk in chunks]
+        return [self.collate(chunk) for chunk in chunks]
 
     def _old_and_ref(self, batches: list[TrainBatch]) -> tuple[list, list]:
         """Old logprobs (recomputed or the rollout's) and reference logprobs per micro-batch."""

@@ -136,6 +136,7 @@ class Gateway:
                 orjson.loads(content),
                 messages=body["messages"],
                 tools=body.get("tools"),
+                structured_outputs=body.get("structured_outputs"),
                 policy_version=endpoint.version,
                 base_url=endpoint.base_url,
                 latency_ms=upstream_ms,

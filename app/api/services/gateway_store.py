@@ -46,7 +46,7 @@ WITH running AS (
 INSERT INTO llm_calls (
     attempt_id, index, policy_version, model, request_messages, response_text,
     prompt_token_ids, response_token_ids, response_logprobs, finish_reason, latency_ms,
-    trainable
+    trainable, structured_outputs
 )
 SELECT
     running.id,
@@ -55,7 +55,7 @@ SELECT
     %(policy_version)s::integer, %(model)s::text, %(request_messages)s::jsonb,
     %(response_text)s::text, %(prompt_token_ids)s::bytea, %(response_token_ids)s::bytea,
     %(response_logprobs)s::bytea, %(finish_reason)s::text, %(latency_ms)s::float8,
-    %(trainable)s::boolean
+    %(trainable)s::boolean, %(structured_outputs)s::jsonb
 FROM running
 ON CONFLICT (attempt_id, index) DO NOTHING
 RETURNING index
@@ -78,6 +78,7 @@ CALL_COLUMNS = frozenset(
         "finish_reason",
         "latency_ms",
         "trainable",
+        "structured_outputs",
     }
 )
 
@@ -177,6 +178,8 @@ def _insert_params(attempt_id: int, row: dict[str, Any]) -> dict[str, Any]:
     params["attempt_id"] = attempt_id
     params["running"] = AttemptStatus.RUNNING.value
     params["request_messages"] = Jsonb(row["request_messages"], dumps=orjson.dumps)
+    if row["structured_outputs"] is not None:
+        params["structured_outputs"] = Jsonb(row["structured_outputs"], dumps=orjson.dumps)
     for key, pack in (
         ("prompt_token_ids", pack_int32),
         ("response_token_ids", pack_int32),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hmac
 
-import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.webshop.server.responses import send_error
 
 OPEN_PATHS = frozenset({"/health", "/agl/health", "/agentgym/", "/agentgym"})
 SESSION_PREFIXES = ("/sessions", "/agentgym", "/agl/")
@@ -35,22 +36,7 @@ class SessionToken:
             await self.app(scope, receive, send)
             return
         message = "session routes need Authorization: Bearer <token> (WSRL_ENV_TOKEN)"
-        body: dict[str, str] = {"detail": message}
-        if path.startswith("/agl"):
-            body["error"] = message
-        payload = orjson.dumps(body)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await send_error(send, path, 401, message, headers=[(b"www-authenticate", b"Bearer")])
 
 
 def _authorization(scope: Scope) -> bytes:

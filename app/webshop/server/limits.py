@@ -8,10 +8,9 @@ read and dropped first, so the client, still sending, gets the 413 and not a res
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.webshop.server.responses import send_error
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 # A refused body up to this size is read and dropped before answering, so that the client,
@@ -69,22 +68,9 @@ class BodySizeLimit:
 
     async def _refuse(self, scope: Scope, send: Send, size: int) -> None:
         message = f"request body too large: {size} bytes, the limit is {self.max_body_bytes} bytes"
-        body: dict[str, Any] = {"detail": message}
-        if scope.get("path", "").startswith("/agl"):
-            body["error"] = message
-        payload = orjson.dumps(body)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
+        await send_error(
+            send, scope.get("path", ""), 413, message, headers=[(b"connection", b"close")]
         )
-        await send({"type": "http.response.body", "body": payload})
 
 
 async def _drain(receive: Receive, limit: int) -> None:

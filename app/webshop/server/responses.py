@@ -9,6 +9,7 @@ server answers.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -16,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.types import Send
 
 from app.webshop.server.sessions import SessionError
 
@@ -23,6 +25,33 @@ logger = logging.getLogger(__name__)
 
 AGL_PREFIX = "/agl"
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+async def send_error(
+    send: Send,
+    path: str,
+    status: int,
+    message: str,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """An error answered below FastAPI (from an ASGI middleware), in the same shape as the
+    routes' errors: ``{"detail": message}``, plus ``"error"`` under ``/agl``."""
+    body: dict[str, Any] = {"detail": message}
+    if path.startswith(AGL_PREFIX):
+        body["error"] = message
+    payload = orjson.dumps(body)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
 
 
 class OrjsonResponse(JSONResponse):

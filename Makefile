@@ -90,7 +90,7 @@ eval: setup  ## evaluate the published policy on LIMIT test goals (default 100)
 	cp .env.example .env
 
 dev-docker: .env  ## Docker Compose stack with the CPU trainer (profile dev), detached
-	AGENT_HISTORY_STEPS=1 AGENT_MODE=text $(COMPOSE) --profile dev up -d --build
+	AGENT_HISTORY_STEPS=1 AGENT_MODE=text AGENT_CONSTRAIN_ACTIONS=true $(COMPOSE) --profile dev up -d --build
 
 scale:  ## run N rollout worker containers: make scale N=4
 	@test -n "$(N)" || { echo "usage: make scale N=<workers>"; exit 2; }

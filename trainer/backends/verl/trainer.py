@@ -158,6 +158,11 @@ class WebShopPPOTrainer(RayPPOTrainer):
         samples, stats = build_samples(
             ready.rollouts, rewards, str(self.shop.sample_mode), max_tokens
         )
+        if any(s.constraints for s in samples):
+            logger.warning(
+                "replies decoded under structured_outputs: the verl backend computes their "
+                "logprobs without the masks (the local backend replays them; decision 0015)"
+            )
         samples, dropped = fitting_samples(samples, rollout.prompt_length, rollout.response_length)
         if not samples:
             raise ValueError(

@@ -1,0 +1,41 @@
+"""``wsrl policy eval``: held-out figures of any checkpoint, constrained or not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+
+runner = CliRunner()
+TEXTS = ["search[red cotton shirt] click[b00abc123] click[buy now] click[< prev]"] * 30
+
+
+@pytest.fixture
+def settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    from app.config import get_settings
+
+    get_settings.cache_clear()
+    monkeypatch.setenv("WSRL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("WSRL_MAX_STEPS", "2")
+    yield monkeypatch
+    get_settings.cache_clear()
+
+
+def test_eval_says_how_it_played_and_what_it_measured(settings_env, tmp_path: Path) -> None:
+    tokenizer = train_tokenizer(TEXTS, 400)
+    build_model(tokenizer, TinySize(400, 32, 2, 2, 64, max_positions=4096), 0).save_pretrained(
+        tmp_path / "policy"
+    )
+    tokenizer.save_pretrained(tmp_path / "policy")
+    args = ["policy", "eval", "--model", str(tmp_path / "policy"), "--goals", "3"]
+    constrained = runner.invoke(cli, [*args, "--constrain-actions"])
+    assert constrained.exit_code == 0, constrained.output
+    assert "3 test goals, 2-step limit, constrained to valid actions: True" in constrained.output
+    flat = " ".join(constrained.output.split())
+    assert "greedy: success 0.0% (95 % CI +/- 0.0%), mean reward" in flat  # a random policy
+    free = runner.invoke(cli, [*args, "--no-constrain-actions"])
+    assert free.exit_code == 0 and "valid actions: False" in free.output

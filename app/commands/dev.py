@@ -135,7 +135,14 @@ def dev(
     for signum in previous:
         signal.signal(signum, interrupt)
     code = 0
+    engine = None
     try:
+        from app.db.session import make_engine, make_sessionmaker
+        from app.progress import TrainingProgress
+
+        # Before the trainer starts: a step it commits while the others start is printed too.
+        engine = make_engine(settings, pool_size=1)
+        progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
         trainer_options = ["--group-size", str(group_size), "--batch-groups", str(batch_groups)]
         trainer_options += ["--max-staleness", str(max_staleness), "--split", split]
         trainer_options += ["--eval-every", str(eval_every), "--eval-goals", str(eval_goals)]
@@ -150,7 +157,7 @@ def dev(
         out.print(f"processes (pid): {pids}")
         for line in where_to_look(settings, run_log):
             out.print(line)
-        _monitor(supervisor, settings, started, out)
+        _monitor(supervisor, progress, started, out)
     except _Stop:
         out.print("stopping ...")
     except ChildFailed as exc:
@@ -160,6 +167,8 @@ def dev(
         for signum in previous:
             signal.signal(signum, signal.SIG_IGN)
         supervisor.stop_all()
+        if engine is not None:
+            engine.dispose()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         out.print("all dev processes stopped")
@@ -267,33 +276,25 @@ def _start_children(
     supervisor.wait_ready(trainer, _log_says("trainer: policy"), timeout_s=300)
 
 
-def _monitor(supervisor, settings, started: float, out: RunOutput) -> None:
+def _monitor(supervisor, progress, started: float, out: RunOutput) -> None:
     """Print progress until a child exits (the trainer ending after --steps is normal)."""
-    from app.db.session import make_engine, make_sessionmaker
-    from app.progress import TrainingProgress
-
-    engine = make_engine(settings, pool_size=1)
-    progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
     last = 0.0
-    try:
-        while True:
+    while True:
+        for line in progress.new_step_lines():
+            out.print(line)
+        if time.monotonic() - last >= PROGRESS_EVERY_S:
+            # Rounds take minutes to play: looking for finished ones at this pace is enough.
+            for line in progress.new_eval_lines():
+                out.print(line)
+            out.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
+            last = time.monotonic()
+        trainer = next(c for c in supervisor.children if c.name == "trainer")
+        if not trainer.alive() and trainer.proc.returncode == 0:
             for line in progress.new_step_lines():
                 out.print(line)
-            if time.monotonic() - last >= PROGRESS_EVERY_S:
-                # Rounds take minutes to play: looking for finished ones at this pace is enough.
-                for line in progress.new_eval_lines():
-                    out.print(line)
-                out.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
-                last = time.monotonic()
-            trainer = next(c for c in supervisor.children if c.name == "trainer")
-            if not trainer.alive() and trainer.proc.returncode == 0:
-                for line in progress.new_step_lines():
-                    out.print(line)
-                return
-            supervisor.check()
-            time.sleep(POLL_S)
-    finally:
-        engine.dispose()
+            return
+        supervisor.check()
+        time.sleep(POLL_S)
 
 
 def register(cli: typer.Typer) -> None:

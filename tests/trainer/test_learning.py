@@ -21,7 +21,9 @@ from learning import Run, build_checkpoint, learning_run
 
 from app.webshop.env import WebShopEnv
 
-pytestmark = pytest.mark.slow
+# About 200 s on a quiet 2-core machine, 576 s measured with its cores shared: above the
+# suite's 600 s default per test only when the machine is very busy.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 MARGIN = 0.25
 """Held-out greedy mean reward gained (0.00 -> 0.66 when measured; the flipped sign

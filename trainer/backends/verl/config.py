@@ -52,6 +52,12 @@ def check_config(config: DictConfig) -> None:
         )
     if shop.sample_mode not in ("trajectory", "transition"):
         raise ValueError(f"webshop.sample_mode={shop.sample_mode!r}: trajectory or transition.")
+    port = shop.endpoint.port
+    if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
+        raise ValueError(
+            f"webshop.endpoint.port={port!r}: a port in 1-65535 the workers can reach "
+            "(Compose publishes TRAINER_POLICY_PORT), or null for verl's random one."
+        )
     if shop.mode == "async":
         _check_async(config)
 
@@ -67,6 +73,13 @@ def _check_async(config: DictConfig) -> None:
         raise ValueError(
             "webshop.mode=async syncs weights across GPUs: set "
             "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl."
+        )
+    if not rollout.free_cache_engine:
+        raise ValueError(
+            "webshop.mode=async with actor_rollout_ref.rollout.free_cache_engine=false: verl's "
+            "classic trainer also starts a vLLM replica on the training GPUs, which then never "
+            "releases its weights and KV cache. Leave free_cache_engine=true (the standalone "
+            "replicas skip sleep; that one sleeps from start-up on)."
         )
     if config.webshop.max_staleness < 1:
         raise ValueError(
@@ -104,6 +117,10 @@ ASYNC_OVERRIDES = (
     "actor_rollout_ref.rollout.nnodes=1",
     "actor_rollout_ref.rollout.n_gpus_per_node=1",
     "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
-    "actor_rollout_ref.rollout.free_cache_engine=false",
 )
-"""Overrides that turn a colocated config into the separate-GPU async one (1 + 1 GPUs)."""
+"""Overrides that turn a colocated config into the separate-GPU async one (1 + 1 GPUs).
+
+``free_cache_engine`` stays true: verl's classic trainer always starts a colocated
+(hybrid) replica beside the actor and puts it to sleep at the end of ``init_workers``;
+sleeping frees its memory only with ``free_cache_engine`` on, and this loop never wakes it
+in async mode. The standalone replicas skip sleep and wake-up whatever it says."""

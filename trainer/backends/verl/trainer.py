@@ -47,6 +47,7 @@ from trainer.backends.verl.dataproto import (
     rollout_advantages,
 )
 from trainer.backends.verl.feed import ReadyBatch, RolloutFeed
+from trainer.backends.verl.relay import PortRelay, published_base_url
 from trainer.loop import batch_metrics
 from trainer.samples import build_samples
 from trainer.tracking import MetricsLogger, shared_names
@@ -103,10 +104,14 @@ class WebShopPPOTrainer(RayPPOTrainer):
         self.metrics = metrics
         self.shop = self.config.webshop
         self.version = 0
+        self.base_url = ""
+        self.relay: PortRelay | None = None
 
     # --- serving -------------------------------------------------------------------------
     def init_workers(self) -> None:
-        """verl's workers; in async mode also standalone vLLM replicas on their own GPUs."""
+        """verl's workers; in async mode also standalone vLLM replicas on their own GPUs.
+        Then the address workers are given: a relay on ``webshop.endpoint.port`` in front of
+        the first replica's server (verl picks that server's port at random)."""
         super().init_workers()
         self.serving_manager = self.llm_server_manager
         self.serving_checkpoints = self.checkpoint_manager
@@ -125,11 +130,25 @@ class WebShopPPOTrainer(RayPPOTrainer):
                 actor_wg=self.actor_rollout_wg,
                 replicas=self.serving_manager.get_replicas(),
             )
+        self._open_endpoint()
+
+    def _open_endpoint(self) -> None:
+        import ray
+
+        endpoint = self.shop.endpoint
+        address = self.serving_manager.server_addresses[0]
+        port = None if endpoint.port is None else int(endpoint.port)
+        if port is not None:
+            self.relay = PortRelay(str(endpoint.listen_host), port, address).start()
+        advertise = str(endpoint.advertise_host) if endpoint.advertise_host else None
+        self.base_url = published_base_url(
+            address, advertise, port, ray.util.get_node_ip_address()
+        )
+        logger.info("workers are sent to %s (vLLM server %s)", self.base_url, address)
 
     def _endpoint(self, status: EndpointStatus) -> PolicyEndpoint:
-        address = self.serving_manager.server_addresses[0]
         return PolicyEndpoint(
-            base_url=f"http://{address}/v1",
+            base_url=self.base_url,
             model=str(self.shop.served_model_name),
             version=self.version,
             status=status,
@@ -257,6 +276,8 @@ class WebShopPPOTrainer(RayPPOTrainer):
         finally:
             if self.metrics is not None:
                 self.metrics.close()
+            if self.relay is not None:
+                self.relay.stop()
 
     def _step(self) -> None:
         self.global_steps += 1

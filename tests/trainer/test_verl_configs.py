@@ -44,6 +44,33 @@ def test_async_overrides_give_a_valid_separate_gpu_config(name: str) -> None:
     assert config.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"
 
 
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_async_overrides_let_the_colocated_replica_free_its_memory(name: str) -> None:
+    # verl's classic trainer starts a vLLM replica beside the actor in every mode and
+    # sleeps it after init_workers; only with free_cache_engine does sleep free anything.
+    rollout = omega_conf_to_dataclass(load_config(name, ASYNC_OVERRIDES).actor_rollout_ref.rollout)
+    assert rollout.free_cache_engine and rollout.enable_sleep_mode
+
+
+def test_async_with_an_idle_replica_holding_memory_is_refused() -> None:
+    overrides = [*ASYNC_OVERRIDES, "actor_rollout_ref.rollout.free_cache_engine=false"]
+    with pytest.raises(ValueError, match="free_cache_engine=true"):
+        load_config("fast", overrides)
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_workers_are_served_on_a_fixed_port_of_every_interface(name: str) -> None:
+    endpoint = load_config(name).webshop.endpoint
+    assert (endpoint.listen_host, endpoint.port, endpoint.advertise_host) == ("0.0.0.0", 8200, None)
+    assert load_config(name, ["webshop.endpoint.port=null"]).webshop.endpoint.port is None
+
+
+@pytest.mark.parametrize("port", ["0", "70000", "http"])
+def test_a_policy_port_workers_cannot_use_is_refused(port: str) -> None:
+    with pytest.raises(ValueError, match="webshop.endpoint.port"):
+        load_config("fast", [f"webshop.endpoint.port={port}"])
+
+
 def test_unknown_config_name_lists_the_choices() -> None:
     with pytest.raises(ValueError, match="smoke, fast, qwen, qwen3b"):
         load_config("llama")

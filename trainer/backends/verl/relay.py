@@ -103,9 +103,11 @@ class PortRelay:
 
             async def close() -> None:
                 server.close()
-                for task in asyncio.all_tasks():
-                    if task is not asyncio.current_task():
-                        task.cancel()
+                open_connections = asyncio.all_tasks() - {asyncio.current_task()}
+                for task in open_connections:
+                    task.cancel()
+                await asyncio.gather(*open_connections, return_exceptions=True)
+                await server.wait_closed()
 
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
         self._stop_loop()
@@ -114,19 +116,20 @@ class PortRelay:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
+        if not self._thread.is_alive() and not self._loop.is_closed():
+            self._loop.close()
 
     async def _relay(self, client: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         try:
             server, server_out = await asyncio.open_connection(*self.target)
         except OSError as exc:
             logger.warning("policy relay: %s:%d unreachable (%s)", *self.target, exc)
-            client_out.close()
+            await _close(client_out)
             return
         try:
             await asyncio.gather(_pipe(client, server_out), _pipe(server, client_out))
         finally:
-            server_out.close()
-            client_out.close()
+            await asyncio.gather(_close(server_out), _close(client_out))
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -139,3 +142,11 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.write_eof()
     except OSError:  # the peer reset: closing the other side ends the opposite pipe too
         writer.close()
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass

@@ -88,6 +88,19 @@ def test_gpu_profile_trainer_reserves_nvidia_gpus_and_mounts_hf_cache(services) 
     assert gpu["command"][:4] == ["wsrl", "train", "--backend", "verl"]
 
 
+def test_gpu_trainer_publishes_the_policy_port_it_relays_and_advertises(services) -> None:
+    # verl's vLLM server listens on a random port; workers get the relay's fixed port.
+    gpu = services["trainer-gpu"]
+    command = gpu["command"]
+    overrides = [command[i + 1] for i, word in enumerate(command) if word == "--override"]
+    assert "webshop.endpoint.port=${TRAINER_POLICY_PORT}" in overrides
+    assert "webshop.endpoint.advertise_host=${TRAINER_ADVERTISE_HOST}" in overrides
+    assert gpu["ports"] == ["${TRAINER_POLICY_PORT}:${TRAINER_POLICY_PORT}"]
+    env = _env_example()
+    assert env["TRAINER_ADVERTISE_HOST"] == "trainer-gpu"  # the stack's own workers
+    assert 1 <= int(env["TRAINER_POLICY_PORT"]) <= 65535
+
+
 def test_dev_profile_runs_the_cpu_trainer(services) -> None:
     cpu = services["trainer-cpu"]
     assert cpu["profiles"] == ["dev"]

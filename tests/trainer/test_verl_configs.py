@@ -67,7 +67,7 @@ def test_workers_are_served_on_a_fixed_port_of_every_interface(name: str) -> Non
 
 @pytest.mark.parametrize("port", ["0", "70000", "http"])
 def test_a_policy_port_workers_cannot_use_is_refused(port: str) -> None:
-    with pytest.raises(ValueError, match="webshop.endpoint.port"):
+    with pytest.raises(ValueError, match=r"webshop\.endpoint\.port"):
         load_config("fast", [f"webshop.endpoint.port={port}"])
 
 

@@ -38,7 +38,9 @@ def test_without_a_relay_verls_own_port_is_published() -> None:
 
 def test_ipv6_addresses_are_bracketed() -> None:
     assert split_address("[fd00::7]:41873") == ("fd00::7", 41873)
-    assert published_base_url("[fd00::7]:41873", None, 8200, "fd00::7") == "http://[fd00::7]:8200/v1"
+    assert (
+        published_base_url("[fd00::7]:41873", None, 8200, "fd00::7") == "http://[fd00::7]:8200/v1"
+    )
 
 
 @pytest.mark.parametrize("address", ["172.18.0.7", "172.18.0.7:port", ":8200"])

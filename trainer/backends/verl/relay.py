@@ -12,6 +12,7 @@ server byte for byte (keep-alive and streamed answers unchanged); the trainer pu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import threading
@@ -91,9 +92,7 @@ class PortRelay:
                 "set webshop.endpoint.port (Compose: TRAINER_POLICY_PORT) to a free port",
             ) from exc
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info(
-            "policy relay %s:%d -> %s:%d", self.listen_host, self.port, *self.target
-        )
+        logger.info("policy relay %s:%d -> %s:%d", self.listen_host, self.port, *self.target)
         return self
 
     def stop(self) -> None:
@@ -146,7 +145,5 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 async def _close(writer: asyncio.StreamWriter) -> None:
     writer.close()
-    try:
+    with contextlib.suppress(OSError):
         await writer.wait_closed()
-    except OSError:
-        pass

@@ -141,9 +141,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         if port is not None:
             self.relay = PortRelay(str(endpoint.listen_host), port, address).start()
         advertise = str(endpoint.advertise_host) if endpoint.advertise_host else None
-        self.base_url = published_base_url(
-            address, advertise, port, ray.util.get_node_ip_address()
-        )
+        self.base_url = published_base_url(address, advertise, port, ray.util.get_node_ip_address())
         logger.info("workers are sent to %s (vLLM server %s)", self.base_url, address)
 
     def _endpoint(self, status: EndpointStatus) -> PolicyEndpoint:

@@ -130,7 +130,14 @@ def test_post_empty_split_422(client: TestClient) -> None:
         ({"max_tokens": 10**12}, "less than or equal to 32768"),
         ({"seed": -1}, "greater than or equal to 0"),
         ({"seed": 2**64}, "seed"),
-        ({"stop": ["x"]}, "Extra inputs"),
+        ({"stop": "x"}, "valid list"),
+        ({"stop": []}, "at least 1 item"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "at most 4 items"),
+        ({"stop": [""]}, "at least 1 character"),
+        ({"stop": ["x" * 65]}, "at most 64 characters"),
+        ({"stop": ["a\u0000b"]}, "should match pattern"),
+        ({"stop": [7]}, "valid string"),
+        ({"beam": 4}, "Extra inputs"),
         ({"temperature": "x" * 1000}, "temperature"),
     ],
 )
@@ -142,6 +149,19 @@ def test_post_bad_sampling_422(
     )
     assert response.status_code == 422, response.text
     assert message in response.text
+
+
+def test_post_stop_sequences_stored_on_the_rollouts(
+    client: TestClient, rows: Rows, db_engine: Engine
+) -> None:
+    sampling = {"stop": ["]", "\n\n", "Observation:", "x" * 64], "temperature": 0.5}
+    response = client.post(
+        "/v1/rollouts", json={"goal_ids": [rows.goal()], "sampling": sampling}, headers=AUTH
+    )
+    assert response.status_code == 201, response.text
+    (rollout_id,) = response.json()["ids"]
+    with Session(db_engine) as session:
+        assert session.get(Rollout, uuid.UUID(rollout_id)).sampling == sampling
 
 
 def test_post_count_beyond_the_split_422(client: TestClient, rows: Rows) -> None:

@@ -28,7 +28,7 @@ from app.core.endpoint import withdraw_endpoint
 from app.db import migrate
 from app.webshop.server.runner import RunningServer, serve_in_thread
 
-EXAMPLES = 25
+EXAMPLES = 60
 # Left out, with reasons: a schema-valid enqueue naming goals that do not exist is a 422
 # by design (positive_data_acceptance); GET and PUT /v1/policy sit on two routers, and
 # Starlette's 405 names only the first one's methods (allow header, unsupported method).

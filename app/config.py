@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body the API reads (else 413)."
     )
+    idempotency_key_retention_s: float = Field(
+        86400.0,
+        gt=0,
+        description="How long an enqueue's Idempotency-Key is kept (a retry with it gets the "
+        "same rollouts); the reconciler deletes older keys.",
+    )
 
     # --- `wsrl sql`: read-only SQL for people (app/db/readonly.py) ----------------------
     sql_user: str = Field(

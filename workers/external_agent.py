@@ -6,7 +6,7 @@ play it with one ``POST`` to its URL::
     {rollout_id, attempt, instruction, max_steps,
      env: {base_url, session_id},
      llm: {base_url, model, api_key},
-     sampling: {temperature, max_tokens, top_p, seed}}
+     sampling: {temperature, max_tokens, top_p, seed, stop}}
 
 and, once it answers ``{done: true, steps: n}``, the outcome is read from the env session
 (the agent's own claims are not trusted). ``llm.base_url`` is this attempt's LLM gateway

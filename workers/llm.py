@@ -111,6 +111,8 @@ class LLMClient:
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"

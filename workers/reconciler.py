@@ -16,6 +16,9 @@ record back to Redis if Redis lost it (:func:`app.core.endpoint.restore_endpoint
   budget). Its running attempt is marked ``lost`` and the rollout is queued again, or
   failed with the reason when its attempts are used up.
 
+Each pass also deletes the idempotency keys of enqueues older than
+``WSRL_IDEMPOTENCY_KEY_RETENTION_S`` (:func:`app.core.enqueue.expire_idempotency_keys`).
+
 A duplicate message is harmless: the task is idempotent and a second delivery of a
 finished rollout is a no-op. Rows are locked with ``SKIP LOCKED``, so several
 reconcilers (a loop, the trainer, a test) can run at once.
@@ -40,7 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.core.celery import QUEUES
 from app.core.endpoint import restore_endpoint
-from app.core.enqueue import send_rollouts
+from app.core.enqueue import expire_idempotency_keys, send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus, check_transition
 from app.db.models import Attempt, Rollout
 from app.db.session import session_scope
@@ -66,10 +69,15 @@ class ReconcileReport:
     lost_attempts: int = 0
     missing_messages: int = 0
     endpoint_restored: int | None = None
+    expired_keys: int = 0
 
     def __bool__(self) -> bool:
         return bool(
-            self.resent or self.failed or self.lost_attempts or self.endpoint_restored is not None
+            self.resent
+            or self.failed
+            or self.lost_attempts
+            or self.endpoint_restored is not None
+            or self.expired_keys
         )
 
 
@@ -221,7 +229,8 @@ def reconcile_once(
     settings: Settings,
     redis: Redis | None = None,
 ) -> ReconcileReport:
-    """One pass: restore the endpoint record, repair, commit, then send the jobs again.
+    """One pass: restore the endpoint record, repair, expire old idempotency keys, commit,
+    then send the jobs again.
 
     ``redis`` is the broker's Redis; without it, only the deadlines are checked.
     """
@@ -229,17 +238,19 @@ def reconcile_once(
         restored = restore_endpoint(session, redis) if redis is not None else None
         broker_ids = (lambda: broker_rollout_ids(redis)) if redis is not None else None
         report, jobs = reconcile_rows(session, settings, broker_ids)
+        report.expired_keys = expire_idempotency_keys(session, settings.idempotency_key_retention_s)
     report.endpoint_restored = None if restored is None else restored.version
     if jobs:
         send_rollouts(celery, jobs)
     if report:
         logger.info(
             "reconciler: %d resent (%d with no message in the broker), %d failed, "
-            "%d attempts marked lost%s",
+            "%d attempts marked lost, %d idempotency keys expired%s",
             len(report.resent),
             report.missing_messages,
             len(report.failed),
             report.lost_attempts,
+            report.expired_keys,
             ""
             if report.endpoint_restored is None
             else f", policy endpoint v{report.endpoint_restored} restored",

@@ -71,6 +71,8 @@ def sampling_from(settings_sampling: Sampling, overrides: dict[str, Any] | None)
     if not overrides:
         return settings_sampling
     known = {k: v for k, v in overrides.items() if k in SAMPLING_KEYS}
+    if known.get("stop") is not None:
+        known["stop"] = tuple(known["stop"])
     return Sampling(**{**settings_sampling.__dict__, **known})
 
 

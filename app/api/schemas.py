@@ -12,6 +12,23 @@ from app.core.llm import SamplingOverrides
 from app.db.lifecycle import AttemptStatus, PolicyVersionStatus, RolloutMode, RolloutStatus
 
 
+class ErrorOut(BaseModel):
+    """Every error answer. ``detail`` says what is wrong: a message, or FastAPI's list of
+    the invalid fields for a request that fails validation."""
+
+    detail: str | list[dict[str, Any]]
+
+
+def error_responses(described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """The ``responses`` of a route or router: each status code with its meaning, answered
+    with an :class:`ErrorOut` body (documented in the OpenAPI schema)."""
+    return {code: {"model": ErrorOut, "description": text} for code, text in described.items()}
+
+
+UNAUTHORIZED = {401: "Missing or wrong bearer token (WSRL_API_TOKEN)."}
+UNPARSABLE = {400: "The body cannot be parsed (not UTF-8)."}
+
+
 class RolloutCreate(BaseModel):
     """Either ``goal_ids`` or ``split`` + ``count``; each goal gets ``group_size`` samples."""
 
@@ -144,7 +161,7 @@ class PolicyEndpointIn(BaseModel):
 
     base_url: HttpUrl
     model: str = Field(min_length=1)
-    version: int = Field(ge=0)
+    version: int = Field(ge=0, le=2**31 - 1, strict=True, description="A JSON integer.")
     status: EndpointStatus = "serving"
     checkpoint: str | None = Field(None, description="Recorded on the policy_versions row.")
 

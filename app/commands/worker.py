@@ -159,7 +159,7 @@ def reconcile(
             console.print(
                 f"resent {len(report.resent)} ({report.missing_messages} with no message in "
                 f"the broker), failed {len(report.failed)}, attempts marked lost "
-                f"{report.lost_attempts}"
+                f"{report.lost_attempts}, idempotency keys expired {report.expired_keys}"
                 + ("" if restored is None else f", policy endpoint v{restored} restored")
             )
             return

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from celery import Celery
 from pydantic import ValidationError
-from sqlalchemy import event, func, select, update
+from sqlalchemy import delete, event, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -289,6 +289,24 @@ def _claim_key(session: Session, key: str, fingerprint: str) -> list[uuid.UUID] 
         )
     logger.info("enqueue with key %r replayed: %d rollouts", key, len(earlier.rollout_ids))
     return list(earlier.rollout_ids)
+
+
+def expire_idempotency_keys(session: Session, retention_s: float, limit: int = 10_000) -> int:
+    """Delete up to ``limit`` idempotency keys older than ``retention_s``; returns how many.
+
+    A key is honoured for at least ``retention_s`` (until the next pass of the reconciler,
+    which calls this); a retry after that is a new enqueue. The rows are locked with
+    ``SKIP LOCKED``, so a pass never waits for an enqueue in flight.
+    """
+    expired = (
+        select(EnqueueRequest.key)
+        .where(EnqueueRequest.created_at < func.now() - timedelta(seconds=retention_s))
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    deleted = session.execute(delete(EnqueueRequest).where(EnqueueRequest.key.in_(expired)))
+    return deleted.rowcount
 
 
 def _goal_row(data: dict[str, Any]) -> dict[str, Any]:

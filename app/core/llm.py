@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,16 +61,21 @@ class LLMBadResponse(LLMError):
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters of one call; ``seed`` None = server's choice."""
+    """Sampling parameters of one call; ``seed`` None = server's choice; ``stop``: strings
+    that end the generation (the server leaves them out of the reply's text)."""
 
     temperature: float = 1.0
     max_tokens: int = 256
     top_p: float = 1.0
     seed: int | None = None
+    stop: tuple[str, ...] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Sampling:
         return cls(temperature=settings.llm_temperature, max_tokens=settings.llm_max_tokens)
+
+
+StopSequence = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00]+$")]
 
 
 class SamplingOverrides(BaseModel):
@@ -88,6 +93,9 @@ class SamplingOverrides(BaseModel):
     top_p: float | None = Field(None, gt=0.0, le=1.0, description="Above 0, at most 1.")
     max_tokens: int | None = Field(None, ge=1, le=32_768, description="1 to 32768.")
     seed: int | None = Field(None, ge=0, le=2**63 - 1, description="Non-negative 64-bit.")
+    stop: list[StopSequence] | None = Field(
+        None, min_length=1, max_length=4, description="1 to 4 strings, each 1-64 characters."
+    )
 
     def as_dict(self) -> dict[str, Any]:
         """The parameters set, as stored on the rollout (``rollouts.sampling``)."""

@@ -138,7 +138,9 @@ def _completion(
     served_model: str,
     token_ids: bool,
 ) -> dict[str, Any]:
-    """A chat completion in vLLM's shape; the generated text is cut at ``max_tokens``."""
+    """A chat completion in vLLM's shape; the generated text is cut at ``max_tokens``, and a
+    text reply at its first ``stop`` sequence as vLLM does: the text ends before the
+    sequence, the tokens with the one that completed it, ``stop_reason`` names it."""
     messages = body["messages"]
     tools = body.get("tools")
     generated = tool_call_text(tool_call) if tool_call is not None else (text or "")
@@ -146,8 +148,14 @@ def _completion(
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
     finish = "tool_calls" if tool_call is not None else "stop"
     ended = True
-    if isinstance(max_tokens, int) and 0 < max_tokens <= len(gen_pieces):
-        gen_pieces, finish, ended = gen_pieces[:max_tokens], "length", False
+    stop_reason = None
+    limit = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None
+    stopped = _stopped(gen_pieces[:limit], body.get("stop")) if tool_call is None else None
+    if stopped is not None:
+        gen_pieces, text, stop_reason = stopped
+        ended = False
+    elif limit is not None and limit <= len(gen_pieces):
+        gen_pieces, finish, ended = gen_pieces[:limit], "length", False
         if tool_call is not None:
             tool_call = None
         text = "".join(gen_pieces)
@@ -166,7 +174,7 @@ def _completion(
         },
         "logprobs": None,
         "finish_reason": finish,
-        "stop_reason": None,
+        "stop_reason": stop_reason,
     }
     if body.get("logprobs"):
         choice["logprobs"] = {
@@ -196,6 +204,21 @@ def _completion(
         choice["token_ids"] = response_ids
         completion["prompt_token_ids"] = prompt_ids
     return completion
+
+
+def _stopped(gen_pieces: list[str], stop: Any) -> tuple[list[str], str, str] | None:
+    """``(pieces up to the one completing a stop sequence, text before it, the sequence)``,
+    or None when no sequence of ``stop`` (a string or a list of them) occurs."""
+    sequences = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    sequences = [s for s in sequences if isinstance(s, str) and s]
+    text = ""
+    for count, piece in enumerate(gen_pieces, start=1):
+        text += piece
+        found = [(text.find(s), s) for s in sequences if s in text]
+        if found:
+            at, sequence = min(found)
+            return gen_pieces[:count], text[:at], sequence
+    return None
 
 
 def tool_call_text(tool_call: dict[str, Any]) -> str:

@@ -146,6 +146,9 @@ def test_versions_listed_newest_first(client: TestClient, no_endpoint: None, ver
         {"base_url": "http://x/v1", "model": "m", "version": -1},
         {"base_url": "http://x/v1", "model": "m", "version": 1, "status": "asleep"},
         {"base_url": "http://x/v1", "model": "m"},
+        {"base_url": "http://x/v1", "model": "m", "version": False},
+        {"base_url": "http://x/v1", "model": "m", "version": "1"},
+        {"base_url": "http://x/v1", "model": "m", "version": 2**31},
     ],
 )
 def test_put_bad_body_422(client: TestClient, body: dict, no_endpoint: None) -> None:

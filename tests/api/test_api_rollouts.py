@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -11,11 +12,12 @@ import pytest
 from celery.signals import after_task_publish
 from fastapi.testclient import TestClient
 from helpers.api_rows import AUTH, Rows
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
+from app.core.enqueue import expire_idempotency_keys
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
-from app.db.models import Rollout
+from app.db.models import EnqueueRequest, Rollout
 
 
 @pytest.fixture
@@ -130,7 +132,14 @@ def test_post_empty_split_422(client: TestClient) -> None:
         ({"max_tokens": 10**12}, "less than or equal to 32768"),
         ({"seed": -1}, "greater than or equal to 0"),
         ({"seed": 2**64}, "seed"),
-        ({"stop": ["x"]}, "Extra inputs"),
+        ({"stop": "x"}, "valid list"),
+        ({"stop": []}, "at least 1 item"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "at most 4 items"),
+        ({"stop": [""]}, "at least 1 character"),
+        ({"stop": ["x" * 65]}, "at most 64 characters"),
+        ({"stop": ["a\u0000b"]}, "should match pattern"),
+        ({"stop": [7]}, "valid string"),
+        ({"beam": 4}, "Extra inputs"),
         ({"temperature": "x" * 1000}, "temperature"),
     ],
 )
@@ -142,6 +151,19 @@ def test_post_bad_sampling_422(
     )
     assert response.status_code == 422, response.text
     assert message in response.text
+
+
+def test_post_stop_sequences_stored_on_the_rollouts(
+    client: TestClient, rows: Rows, db_engine: Engine
+) -> None:
+    sampling = {"stop": ["]", "\n\n", "Observation:", "x" * 64], "temperature": 0.5}
+    response = client.post(
+        "/v1/rollouts", json={"goal_ids": [rows.goal()], "sampling": sampling}, headers=AUTH
+    )
+    assert response.status_code == 201, response.text
+    (rollout_id,) = response.json()["ids"]
+    with Session(db_engine) as session:
+        assert session.get(Rollout, uuid.UUID(rollout_id)).sampling == sampling
 
 
 def test_post_count_beyond_the_split_422(client: TestClient, rows: Rows) -> None:
@@ -202,6 +224,25 @@ def test_post_same_idempotency_key_returns_the_same_rollouts(
     other = client.post("/v1/rollouts", json={**body, "group_size": 3}, headers={**AUTH, **key})
     assert other.status_code == 409
     assert "used for a different request" in other.json()["detail"]
+
+
+def test_post_with_a_key_past_its_retention_creates_anew(
+    client: TestClient, rows: Rows, db_engine: Engine
+) -> None:
+    key = f"late-{uuid.uuid4().hex}"
+    body = {"goal_ids": [rows.goal()]}
+    first = client.post("/v1/rollouts", json=body, headers={**AUTH, "Idempotency-Key": key})
+    assert first.status_code == 201
+    with Session(db_engine) as session, session.begin():
+        session.execute(
+            update(EnqueueRequest)
+            .where(EnqueueRequest.key == key)
+            .values(created_at=func.now() - timedelta(days=2))
+        )
+        assert expire_idempotency_keys(session, retention_s=86400.0) == 1
+    again = client.post("/v1/rollouts", json=body, headers={**AUTH, "Idempotency-Key": key})
+    assert again.status_code == 201
+    assert set(again.json()["ids"]).isdisjoint(first.json()["ids"])
 
 
 def test_post_without_idempotency_key_creates_anew(client: TestClient, rows: Rows) -> None:

@@ -175,6 +175,17 @@ def test_every_compose_variable_is_documented_in_operations() -> None:
     assert not missing, f"document in {where}: {missing}"
 
 
+def test_sql_password_reaches_the_migration_and_every_app_service(services) -> None:
+    """``wsrl db upgrade`` (the migrate service) gives the read-only role the password that
+    ``wsrl sql`` then logs in with in any app container; Postgres asks for one over TCP."""
+    assert services["migrate"]["command"] == ["wsrl", "db", "upgrade"]
+    for name, service in services.items():
+        if service.get("image", "").startswith("webshop-rl"):
+            environment = service["environment"]
+            assert environment.get("WSRL_SQL_PASSWORD") == "${WSRL_SQL_PASSWORD}", name
+    assert _env_example()["WSRL_SQL_PASSWORD"], "an empty password leaves the role unusable"
+
+
 def test_train_config_default_names_a_verl_config() -> None:
     from trainer.backends.verl.config import CONFIG_NAMES
 

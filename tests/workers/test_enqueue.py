@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from celery import Celery
@@ -16,14 +17,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.agent import build_messages
 from app.core.celery import QUEUE_EVAL, QUEUE_ROLLOUTS, ROLLOUT_TASK, create_celery
 from app.core.enqueue import EnqueueError, enqueue_rollouts, sync_goals
 from app.core.env_client import EnvClient, EnvError
+from app.core.llm import Sampling
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Goal, Rollout
 from app.db.session import make_engine
+from app.scripted_llm import tokenizer
+from app.webshop.server.runner import RunningServer
+from workers.llm import LLMClient
+from workers.rollout import sampling_from
 
 GOALS = range(910_000, 910_006)
+SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
 
 
 @pytest.fixture
@@ -191,10 +199,42 @@ def test_concurrent_enqueues_with_one_key_create_one_batch(
 
 @pytest.mark.parametrize(
     ("sampling", "message"),
-    [({"temperature": "hot"}, "temperature"), ({"top_p": 1e308}, "top_p"), ({"seed": -1}, "seed")],
+    [
+        ({"temperature": "hot"}, "temperature"),
+        ({"top_p": 1e308}, "top_p"),
+        ({"seed": -1}, "seed"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ],
 )
 def test_bad_sampling_values_are_refused(
     db_session: Session, celery: Celery, goals: list[int], sampling: dict, message: str
 ) -> None:
     with pytest.raises(EnqueueError, match=f"bad sampling values: {message}"):
         enqueue_rollouts(db_session, celery, goal_ids=goals[:1], sampling=sampling)
+
+
+def test_stop_sequences_are_stored_and_reach_the_llm_server(
+    db_session: Session,
+    celery: Celery,
+    goals: list[int],
+    rule_llm: RunningServer,
+    llm_admin: httpx.Client,
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The worker's path: the rollout row's sampling over the settings' defaults, sent with
+    the call; the scripted server honours ``stop`` as vLLM does."""
+    (rollout_id,) = enqueue_rollouts(
+        db_session, celery, goal_ids=goals[:1], sampling={"stop": ["desk", "]"], "seed": 3}
+    )
+    stored = db_session.get(Rollout, rollout_id).sampling
+    assert stored == {"stop": ["desk", "]"], "seed": 3}
+    settings = make_settings(llm_base_url=f"{rule_llm.url}/v1", llm_temperature=0.5)
+    sampling = sampling_from(Sampling.from_settings(settings), stored)
+    assert (sampling.temperature, sampling.seed, sampling.stop) == (0.5, 3, ("desk", "]"))
+    messages = build_messages("a red desk lamp", "WebShop [SEP] Search", SEARCH_PAGE, [])
+    with LLMClient(settings) as llm:
+        call = llm.chat(messages, sampling=sampling)
+    assert call.response_text == "search[a red "
+    assert call.finish_reason == "stop"
+    assert call.trainable
+    assert call.response_token_ids == tokenizer.encode("search[a red desk")

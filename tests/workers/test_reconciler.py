@@ -11,15 +11,15 @@ import pytest
 import redis
 from helpers.factories import make_goal, make_rollout
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.celery import QUEUE_ROLLOUTS, create_celery
 from app.core.enqueue import send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus
-from app.db.models import Attempt, Rollout
+from app.db.models import Attempt, EnqueueRequest, Rollout
 from workers.persistence import start_attempt
-from workers.reconciler import broker_rollout_ids, reconcile_rows
+from workers.reconciler import broker_rollout_ids, reconcile_once, reconcile_rows
 
 GOAL = 920_001
 PAST = timedelta(seconds=-5)
@@ -169,3 +169,27 @@ def test_broker_rollout_ids_sees_waiting_and_unacknowledged_messages(
         finally:
             channel.basic_ack(message.delivery_tag)
     assert str(taken) not in broker_rollout_ids(broker)
+
+
+def test_a_pass_deletes_idempotency_keys_past_their_retention(
+    db_session: Session, test_settings: Settings
+) -> None:
+    old, fresh = f"old-{uuid.uuid4().hex}", f"fresh-{uuid.uuid4().hex}"
+    db_session.add_all(
+        [
+            EnqueueRequest(
+                key=old, request_hash="h", rollout_ids=[], created_at=_deadline(-timedelta(hours=2))
+            ),
+            EnqueueRequest(key=fresh, request_hash="h", rollout_ids=[]),
+        ]
+    )
+    db_session.flush()
+    # the pass commits a savepoint of the test's transaction, which is rolled back after it
+    sessions = sessionmaker(bind=db_session.connection(), join_transaction_mode="create_savepoint")
+    settings = test_settings.model_copy(update={"idempotency_key_retention_s": 3600.0})
+    report = reconcile_once(sessions, create_celery(settings), settings)
+    assert report.expired_keys == 1
+    kept = db_session.scalars(
+        select(EnqueueRequest.key).where(EnqueueRequest.key.in_([old, fresh]))
+    )
+    assert set(kept) == {fresh}

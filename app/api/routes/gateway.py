@@ -24,6 +24,7 @@ import orjson
 from fastapi import APIRouter, Path, Request, Response
 
 from app.api.deps import GatewayAuth
+from app.api.schemas import error_responses
 from app.api.services.gateway import GatewayError
 
 PREFIX = "/v1/gateway"
@@ -71,9 +72,18 @@ async def answer_chat(state: Any, rollout_id: uuid.UUID, number: int, body: byte
     response_class=Response,
     responses={
         200: {"description": "The upstream chat completion, unchanged."},
-        404: {"description": "Unknown rollout or attempt."},
-        409: {"description": "The attempt is no longer running."},
-        502: {"description": "Upstream unreachable or no completion."},
+        **error_responses(
+            {
+                401: "Neither WSRL_API_TOKEN nor the attempt's gateway key.",
+                404: "Unknown rollout or attempt.",
+                409: "The attempt is no longer running.",
+                413: "Body over WSRL_API_MAX_BODY_BYTES.",
+                422: "Not a non-streaming chat completion request with n=1.",
+                502: "Upstream unreachable or no completion.",
+                503: "Policy endpoint paused too long, or the call cannot be recorded.",
+                504: "Upstream timeout.",
+            }
+        ),
     },
 )
 async def chat_completions(

@@ -15,7 +15,11 @@ logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", response_model=Health)
+@router.get(
+    "/health",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "Postgres or Redis failing (named)."}},
+)
 def health(request: Request, redis: RedisDep, response: Response) -> Health:
     """200 when both answer; 503 naming the failing one (with its error) otherwise."""
     db_state = redis_state = "ok"

@@ -9,7 +9,14 @@ from redis.exceptions import RedisError
 from sqlalchemy import select
 
 from app.api.deps import RedisDep, SessionDep, SettingsDep, WriteAuth
-from app.api.schemas import PolicyEndpointIn, PolicyEndpointOut, PolicyVersionOut
+from app.api.schemas import (
+    UNAUTHORIZED,
+    UNPARSABLE,
+    PolicyEndpointIn,
+    PolicyEndpointOut,
+    PolicyVersionOut,
+    error_responses,
+)
 from app.core.endpoint import (
     EndpointStatus,
     PolicyEndpoint,
@@ -21,10 +28,21 @@ from app.core.endpoint import (
 from app.db.models import PolicyVersion
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
-writes = APIRouter(prefix="/v1/policy", tags=["policy"], dependencies=[WriteAuth])
+writes = APIRouter(
+    prefix="/v1/policy",
+    tags=["policy"],
+    dependencies=[WriteAuth],
+    responses=error_responses(UNAUTHORIZED),
+)
 
 
-@router.get("", response_model=PolicyEndpointOut)
+@router.get(
+    "",
+    response_model=PolicyEndpointOut,
+    responses=error_responses(
+        {404: "None published and none in the settings.", 503: "Redis unreadable."}
+    ),
+)
 def get_policy(redis: RedisDep, settings: SettingsDep) -> PolicyEndpointOut:
     """The endpoint published in Redis, else the settings' one (version 0); 404 when neither."""
     try:
@@ -44,7 +62,17 @@ def get_policy(redis: RedisDep, settings: SettingsDep) -> PolicyEndpointOut:
     return _out(fallback, "settings")
 
 
-@writes.put("", response_model=PolicyEndpointOut)
+@writes.put(
+    "",
+    response_model=PolicyEndpointOut,
+    responses=error_responses(
+        {
+            **UNPARSABLE,
+            409: "A retired version, or one below the highest recorded.",
+            422: "Invalid body.",
+        }
+    ),
+)
 def put_policy(body: PolicyEndpointIn, session: SessionDep, redis: RedisDep) -> PolicyEndpointOut:
     """Publish an endpoint (workers use it from their next call) and record its version.
 

@@ -12,26 +12,41 @@ from sqlalchemy.orm import selectinload
 from app.api.deps import SessionDep, WriteAuth
 from app.api.errors import get_or_404
 from app.api.schemas import (
+    UNAUTHORIZED,
+    UNPARSABLE,
     AttemptOut,
     RolloutCreate,
     RolloutDetail,
     RolloutOut,
     RolloutPage,
     RolloutsCreated,
+    error_responses,
 )
 from app.core.enqueue import EnqueueError, IdempotencyConflict, enqueue_rollouts
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
 
 router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
-writes = APIRouter(prefix="/v1/rollouts", tags=["rollouts"], dependencies=[WriteAuth])
+writes = APIRouter(
+    prefix="/v1/rollouts",
+    tags=["rollouts"],
+    dependencies=[WriteAuth],
+    responses=error_responses(UNAUTHORIZED),
+)
 
 
 @writes.post(
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=RolloutsCreated,
-    responses={409: {"description": "Idempotency-Key reused for another request"}},
+    responses=error_responses(
+        {
+            **UNPARSABLE,
+            409: "Idempotency-Key reused for another request.",
+            413: "Body over WSRL_API_MAX_BODY_BYTES.",
+            422: "Invalid body, unknown goals, or count above the split's goals.",
+        }
+    ),
 )
 def create_rollouts(
     body: RolloutCreate,
@@ -119,7 +134,11 @@ def list_rollouts(
     )
 
 
-@router.get("/{rollout_id}", response_model=RolloutDetail)
+@router.get(
+    "/{rollout_id}",
+    response_model=RolloutDetail,
+    responses=error_responses({404: "Unknown rollout."}),
+)
 def get_rollout(rollout_id: uuid.UUID, session: SessionDep) -> RolloutDetail:
     """Status, outcome and every attempt of one rollout."""
     rollout = get_or_404(session, Rollout, rollout_id, options=[selectinload(Rollout.attempt_rows)])

@@ -8,13 +8,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import SessionDep
-from app.api.schemas import Trajectory
+from app.api.schemas import Trajectory, error_responses
 from app.api.services.trajectories import load_trajectory
 
 router = APIRouter(prefix="/v1/rollouts", tags=["trajectories"])
 
 
-@router.get("/{rollout_id}/trajectory", response_model=Trajectory)
+@router.get(
+    "/{rollout_id}/trajectory",
+    response_model=Trajectory,
+    responses=error_responses({404: "Unknown rollout or attempt, or not started."}),
+)
 def get_trajectory(
     rollout_id: uuid.UUID,
     session: SessionDep,

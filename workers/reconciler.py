@@ -14,7 +14,10 @@ record back to Redis if Redis lost it (:func:`app.core.endpoint.restore_endpoint
 - ``running`` past its deadline: the worker heartbeat (:mod:`workers.runtime`) stopped
   extending it, so no live attempt exists (the process died, or the episode outlived its
   budget). Its running attempt is marked ``lost`` and the rollout is queued again, or
-  failed with the reason when its attempts are used up.
+  failed with the reason when its attempts are used up. Heartbeats cannot be written
+  while the database is down, so a deadline never counts as passed before the server
+  has been up for the heartbeat's liveness window (:func:`heartbeat_lapsed`; decision
+  0016).
 
 Each pass also deletes the idempotency keys of enqueues older than
 ``WSRL_IDEMPOTENCY_KEY_RETENTION_S`` (:func:`app.core.enqueue.expire_idempotency_keys`).
@@ -37,7 +40,7 @@ from datetime import timedelta
 
 from celery import Celery
 from redis import Redis
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -47,6 +50,7 @@ from app.core.enqueue import expire_idempotency_keys, send_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus, check_transition
 from app.db.models import Attempt, Rollout
 from app.db.session import session_scope
+from workers.runtime import liveness_s
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +151,20 @@ def _queued_without_message(
     return [rollout for rollout in candidates if str(rollout.id) not in present]
 
 
+def heartbeat_lapsed(settings: Settings) -> ColumnElement[bool]:
+    """A running rollout's heartbeat has stopped: its deadline passed, and passed with the
+    database server up long enough for a live worker to have extended it.
+
+    A worker cannot write a heartbeat while the server is down, so after a restart every
+    running rollout looks stale. The server's own start time (``pg_postmaster_start_time``)
+    says when heartbeats became possible again; until ``liveness_s`` after it, no worker
+    is presumed lost. It needs no state in the reconciler, so a reconciler started after
+    the outage, ``--once`` or the trainer's judge the same way.
+    """
+    resumed = func.pg_postmaster_start_time() + timedelta(seconds=liveness_s(settings))
+    return func.greatest(Rollout.deadline_at, resumed) < func.now()
+
+
 def _mark_lost(session: Session, rollout: Rollout) -> tuple[int, str]:
     attempts = session.scalars(
         select(Attempt).where(
@@ -187,8 +205,10 @@ def reconcile_rows(
     stuck = session.scalars(
         select(Rollout)
         .where(
-            Rollout.status.in_([RolloutStatus.QUEUED, RolloutStatus.RUNNING]),
-            Rollout.deadline_at < func.now(),
+            or_(
+                and_(Rollout.status == RolloutStatus.QUEUED, Rollout.deadline_at < func.now()),
+                and_(Rollout.status == RolloutStatus.RUNNING, heartbeat_lapsed(settings)),
+            )
         )
         .order_by(Rollout.deadline_at)
         .limit(BATCH)

@@ -279,3 +279,15 @@ def example_agent(log_dir: Path, *, port: int | None = None) -> ServiceProcess:
         ready=_http_ok(f"{root}/docs"),
         url=f"{root}/episode",
     )
+
+
+def reconciler(log_dir: Path, settings: Settings, *, interval_s: float) -> ServiceProcess:
+    """``wsrl reconcile`` passing every ``interval_s``; its log has a line per pass that
+    changed something (``reconciler: ...``) and a traceback per pass that failed."""
+    return ServiceProcess(
+        name="reconciler",
+        args=[*WSRL, "reconcile", "--interval", str(interval_s)],
+        env=child_env(settings),
+        log_path=log_dir / "reconciler.log",
+        ready=lambda process: process.alive(),
+    )

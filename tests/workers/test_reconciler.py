@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,13 +18,19 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.core.celery import QUEUE_ROLLOUTS, create_celery
 from app.core.enqueue import send_rollouts
+from app.db import migrate
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, EnqueueRequest, Rollout
+from app.db.session import make_engine
+from app.embedded.ports import free_port
 from workers.persistence import start_attempt
 from workers.reconciler import broker_rollout_ids, reconcile_once, reconcile_rows
 
 GOAL = 920_001
 PAST = timedelta(seconds=-5)
+# Heartbeats every 0.1 s: a test session's own server, started seconds ago, is past the
+# liveness window after its start (see ``heartbeat_lapsed``).
+QUICK_BEATS = {"worker_heartbeat_s": 0.1}
 
 
 @pytest.fixture
@@ -62,7 +70,8 @@ def test_running_without_heartbeat_marks_attempt_lost_and_requeues(
     start = start_attempt(db_session, rollout.id, worker="dead", liveness_s=30)
     rollout.deadline_at = _deadline(PAST)
     db_session.flush()
-    report, jobs = reconcile_rows(db_session, test_settings)
+    settings = test_settings.model_copy(update=QUICK_BEATS)
+    report, jobs = reconcile_rows(db_session, settings)
     assert report.lost_attempts == 1 and jobs == [(rollout.id, "train")]
     db_session.refresh(rollout)
     attempt = db_session.get(Attempt, start.attempt_id)
@@ -79,7 +88,8 @@ def test_running_out_of_attempts_fails_with_reason(
     start_attempt(db_session, rollout.id, worker="dead", liveness_s=30)
     rollout.deadline_at = _deadline(PAST)
     db_session.flush()
-    report, jobs = reconcile_rows(db_session, test_settings)
+    settings = test_settings.model_copy(update=QUICK_BEATS)
+    report, jobs = reconcile_rows(db_session, settings)
     assert report.failed == [rollout.id] and jobs == []
     db_session.refresh(rollout)
     assert rollout.status == RolloutStatus.FAILED
@@ -98,6 +108,42 @@ def test_live_and_finished_rollouts_are_left_alone(
     assert live.id not in report.resent and done.id not in report.resent
     statuses = dict(db_session.execute(select(Rollout.id, Rollout.status)).all())
     assert statuses[live.id] == RolloutStatus.RUNNING
+
+
+@pytest.mark.slow
+def test_running_not_presumed_lost_right_after_the_database_restarts(
+    services_dir_factory: Callable[[str], Path], test_settings: Settings
+) -> None:
+    """No heartbeat could be written while the server was down: a deadline that passed
+    during the outage is the database's fault, not the worker's, until the server has
+    been up for the liveness window; a worker that is really gone is found after it."""
+    from app.embedded.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(services_dir_factory("reconciler-pg"))
+    port = free_port()
+    url = server.start(port)
+    engine = None
+    try:
+        migrate.upgrade(url)
+        server.stop()  # down for a minute, as far as the rows below can tell
+        server.start(port)
+        settings = test_settings.model_copy(update={"database_url": url})
+        engine = make_engine(settings, pool_size=1)
+        time.sleep(0.5)  # past the quick window below, well within the default one
+        with Session(engine) as session, session.begin():
+            make_goal(session, GOAL)
+            rollout = make_rollout(session, GOAL)
+            start_attempt(session, rollout.id, worker="alive", liveness_s=30)
+            rollout.deadline_at = _deadline(timedelta(seconds=-40))  # beats missed while down
+            session.flush()
+            report, jobs = reconcile_rows(session, settings)
+            assert report.lost_attempts == 0 and jobs == []
+            report, jobs = reconcile_rows(session, settings.model_copy(update=QUICK_BEATS))
+            assert report.lost_attempts == 1 and jobs == [(rollout.id, "train")]
+    finally:
+        if engine is not None:
+            engine.dispose()
+        server.stop()
 
 
 def test_send_rollouts_puts_ids_on_the_mode_queue(

@@ -27,6 +27,10 @@ def error_responses(described: dict[int, str]) -> dict[int | str, dict[str, Any]
 
 UNAUTHORIZED = {401: "Missing or wrong bearer token (WSRL_API_TOKEN)."}
 UNPARSABLE = {400: "The body cannot be parsed (not UTF-8)."}
+MAX_ROLLOUTS_PER_REQUEST = 50_000
+"""Goals x group_size of one enqueue: its rows are written in one transaction and its ids
+come back in one answer, so a client that times out on a larger one cannot tell whether
+it landed (send more requests, each with its own Idempotency-Key)."""
 
 
 class RolloutCreate(BaseModel):
@@ -50,6 +54,13 @@ class RolloutCreate(BaseModel):
             raise ValueError("give either goal_ids or split + count, not both")
         if self.goal_ids is None and (self.split is None or self.count is None):
             raise ValueError("give goal_ids, or split and count")
+        goals = len(self.goal_ids) if self.goal_ids is not None else self.count or 0
+        if goals * self.group_size > MAX_ROLLOUTS_PER_REQUEST:
+            raise ValueError(
+                f"{goals} goals x group_size {self.group_size} = {goals * self.group_size:,} "
+                f"rollouts; at most {MAX_ROLLOUTS_PER_REQUEST:,} per request: split it into "
+                "several requests"
+            )
         return self
 
 

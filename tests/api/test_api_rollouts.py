@@ -95,6 +95,8 @@ def test_post_split_count_eval_goes_to_eval_queue(
         ({"goal_ids": [1], "mode": "play"}, "'train' or 'eval'"),
         ({"goal_ids": [1], "agent_url": "not a url"}, "URL"),
         ({"goal_ids": [1], "surprise": 1}, "Extra inputs"),
+        ({"split": "test", "count": 10_000, "group_size": 6}, "at most 50,000 per request"),
+        ({"goal_ids": list(range(200)), "group_size": 256}, "51,200 rollouts"),
     ],
 )
 def test_post_bad_body_422(client: TestClient, body: dict[str, Any], message: str) -> None:

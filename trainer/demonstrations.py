@@ -39,14 +39,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.agent import DEFAULT_HISTORY_STEPS
+from app.core.opening import search_keywords
 from app.webshop.agents import BUTTONS, goal_option_values
 from app.webshop.env import WebShopEnv
 from app.webshop.goals import Goal
 from trainer.play import LocalEpisode
 from trainer.samples import Sample
-
-# Where an instruction's product description ends: its options or its price limit.
-_DESCRIPTION_END = re.compile(r",? with |,? and price |,? price lower ")
 
 
 @dataclass(frozen=True)
@@ -66,13 +64,6 @@ class Demonstration:
             return self.action
         verb, argument = self.action.split("[", 1)
         return f"{verb}[ {argument}"
-
-
-def search_keywords(instruction: str) -> str:
-    """The instruction up to its options / price limit, lowercased, without brackets."""
-    text = " ".join(instruction.lower().replace("[", " ").replace("]", " ").split())
-    match = _DESCRIPTION_END.search(text)
-    return (text[: match.start()] if match and match.start() > 0 else text).strip()
 
 
 def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str]) -> str:

@@ -77,6 +77,7 @@ def start_local_trainer(
     enqueue: bool = True,
     sampling: dict[str, Any] | None = None,
     split: str = "train",
+    train_starts: tuple[str, ...] = ("search",),
     eval_goals: int = 0,
     eval_sampling: dict[str, Any] | None = None,
     policy_host: str = "127.0.0.1",
@@ -86,7 +87,8 @@ def start_local_trainer(
     metrics: MetricsLogger | None = None,
 ) -> LocalTrainer:
     """Resume (or start) a run and publish its weights; the caller runs ``loop.run``.
-    ``metrics`` receives every step (closed by :meth:`LocalTrainer.close`).
+    ``metrics`` receives every step (closed by :meth:`LocalTrainer.close`). Train groups
+    start where ``train_starts`` says (:class:`~trainer.scheduler.Scheduler`).
 
     The policy server listens on ``policy_host:policy_port``; the published endpoint names
     ``advertise_host`` instead of the listening address when given (workers in other
@@ -119,6 +121,7 @@ def start_local_trainer(
             split=split,
             sampling=sampling,
             seed=config.seed + done,
+            starts=train_starts,
             eval_goals=eval_goals,
             eval_sampling=eval_sampling,
         )

@@ -2,7 +2,9 @@
 
 The in-process evaluation and the bootstrap's demonstrations step
 :class:`app.webshop.env.WebShopEnv` sessions directly (no HTTP) but prompt and parse
-exactly as the Celery worker does: both go through :class:`app.core.agent.Episode`.
+exactly as the Celery worker does: both go through :class:`app.core.agent.Episode`, and
+both open an episode that starts past the search page with
+:func:`app.core.opening.play_opening`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.agent import DEFAULT_HISTORY_STEPS, Episode
+from app.core.opening import play_opening
+from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
 
 
 class LocalEpisode:
-    """One episode on an in-process session; the session is the truth about the page."""
+    """One episode on an in-process session; the session is the truth about the page.
+
+    With ``start`` other than ``search`` the opening's scripted steps are played first
+    (``opening`` holds their actions; they count in neither ``invalid`` nor the policy's
+    steps), so the first prompt is the one a worker's first LLM call gets.
+    """
 
     def __init__(
         self,
@@ -22,6 +31,7 @@ class LocalEpisode:
         goal_id: int,
         history_steps: int = DEFAULT_HISTORY_STEPS,
         constrain_actions: bool = False,
+        start: RolloutStart | str = RolloutStart.SEARCH,
     ) -> None:
         self.session = env.new_session(goal_id)
         self.state = Episode(
@@ -34,6 +44,7 @@ class LocalEpisode:
         self.reward = 0.0
         self.done = False
         self.invalid = 0
+        self.opening = play_opening(self.state, start, self._step)
 
     def messages(self) -> list[dict[str, str]]:
         return self.state.messages()
@@ -60,6 +71,11 @@ class LocalEpisode:
 
     def act(self, action: str) -> bool:
         """Step the session with ``action``; True if the env took it."""
+        valid = self._step(action)
+        self.invalid += not valid
+        return valid
+
+    def _step(self, action: str) -> bool:
         result = self.session.step(action)
         valid = bool(result.info.get("valid", True))
         seen = result.observation if valid else (result.info.get("error") or "")
@@ -70,7 +86,6 @@ class LocalEpisode:
             observation=self.session.observation(),
             available_actions=self.session.available_actions(),
         )
-        self.invalid += not valid
         if result.done:
             self.done, self.reward = True, result.reward
         return valid

@@ -7,12 +7,17 @@ Postgres is the truth: a group is outstanding while any of its train rollouts is
 ``queued`` or ``running`` (a re-queued rollout counts, so a retry never enqueues a second
 group), and the count is re-read on every top-up, so the scheduler needs no state of its
 own and restarts cleanly.
+
+Each train group draws its start (:mod:`app.core.opening`) uniformly from ``starts``; all
+rollouts of a group share it, so GRPO compares episodes that began on the same page.
+Evaluation episodes always start at ``search``: the full task is what is measured.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +27,8 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.core.enqueue import choose_goals, enqueue_rollouts
-from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.core.opening import parse_start
+from app.db.lifecycle import RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import Rollout
 
 logger = logging.getLogger(__name__)
@@ -57,6 +63,8 @@ class Scheduler:
     sampling: dict[str, Any] | None = None
     """Sampling parameters stored on each rollout (temperature, max_tokens, ...)."""
     seed: int = 0
+    starts: tuple[str, ...] = (RolloutStart.SEARCH.value,)
+    """The starts a train group draws from, uniformly (one per group; eval: search)."""
     eval_goals: int = 0
     """Held-out goals played once for each evaluated policy version (0: no evaluations)."""
     eval_split: str = "test"
@@ -65,6 +73,9 @@ class Scheduler:
     enqueued_groups: int = 0
 
     def __post_init__(self) -> None:
+        if not self.starts:
+            raise ValueError("starts is empty: give at least one of search, results, item")
+        self.starts = tuple(parse_start(start).value for start in self.starts)
         self._rng = random.Random(self.seed)
 
     def missing(self, session: Session) -> int:
@@ -79,17 +90,23 @@ class Scheduler:
         missing = self.missing(session)
         if missing == 0:
             return 0
-        enqueue_rollouts(
-            session,
-            self.celery,
-            split=self.split,
-            count=missing,
-            group_size=self.group_size,
-            mode=RolloutMode.TRAIN.value,
-            sampling=self.sampling,
-            settings=self.settings,
-            seed=self._rng.randrange(2**31),
-        )
+        goal_rng = random.Random(self._rng.randrange(2**31))
+        goal_ids = choose_goals(session, self.split, missing, goal_rng)
+        by_start: dict[str, list[int]] = defaultdict(list)
+        for goal_id in goal_ids:  # one start draws nothing: the goals stay as they were
+            start = self.starts[0] if len(self.starts) == 1 else self._rng.choice(self.starts)
+            by_start[start].append(goal_id)
+        for start, goals in by_start.items():
+            enqueue_rollouts(
+                session,
+                self.celery,
+                goal_ids=goals,
+                group_size=self.group_size,
+                mode=RolloutMode.TRAIN.value,
+                start=start,
+                sampling=self.sampling,
+                settings=self.settings,
+            )
         self.enqueued_groups += missing
         logger.info("scheduler: enqueued %d groups of %d", missing, self.group_size)
         return missing

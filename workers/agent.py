@@ -6,6 +6,10 @@ module adds what only a worker does: the env server over HTTP, the LLM client, a
 recorder that gets every step and LLM call as it happens. A reply without a usable
 action is a step with ``valid=False`` and no env call; the episode goes on. ``max_steps``
 without buying ends it with reward 0.
+
+A rollout's ``start`` other than ``search`` first plays its opening
+(:mod:`app.core.opening`): scripted steps recorded like any step but without an LLM call
+(``info.opening`` is true, logged as ``[STEP] ... (opening)``), outside ``max_steps``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from app.core.agent import (
 )
 from app.core.env_client import EnvClient, EnvError
 from app.core.llm import LLMCall, Sampling
+from app.core.opening import OPENING_INFO, play_opening
+from app.db.lifecycle import RolloutStart
 from workers.llm import LLMClient
 
 logger = logging.getLogger(__name__)
@@ -58,13 +64,16 @@ def run_episode(
     sampling: Sampling | None = None,
     history_steps: int = DEFAULT_HISTORY_STEPS,
     constrain_actions: bool = False,
+    start: RolloutStart | str = RolloutStart.SEARCH,
     worker: str = "-",
     rollout: str = "-",
 ) -> EpisodeResult:
     """Play one episode on ``goal_id`` and report every step and LLM call as it happens.
 
-    LLM and env failures (:class:`workers.llm.LLMError`, :class:`EnvError`) propagate:
-    the caller fails the attempt with their reason. The env session is closed either way.
+    The policy plays from ``start`` (see :mod:`app.core.opening`), at most ``max_steps``
+    steps of its own after the opening's. LLM and env failures
+    (:class:`workers.llm.LLMError`, :class:`EnvError`) propagate: the caller fails the
+    attempt with their reason. The env session is closed either way.
     """
     mode = AgentMode(mode)
     started = time.monotonic()
@@ -82,8 +91,41 @@ def run_episode(
     versions: list[int] = []
     trainable = 0
     last: StepRecord | None = None
+
+    def record(step: StepRecord, note: str = "") -> None:
+        available = None
+        if step.valid and not step.done:
+            available = (
+                step.available_actions
+                or step.info.get("available_actions")
+                or env.available_actions(session.session_id)
+            )
+        seen = step.observation if step.valid else (step.error or "")
+        episode.record(
+            step.action,
+            valid=step.valid,
+            seen=seen,
+            observation=step.observation,
+            available_actions=available,
+        )
+        steps.append(step)
+        recorder.on_step(step)
+        verdict = "valid" if step.valid else "invalid"
+        _emit(
+            recorder,
+            f"[STEP] {len(steps)}. {episode.history[-1].action} -> {verdict}, "
+            f"{one_line(seen, LOG_OBSERVATION_CHARS)}{note}",
+        )
+
+    def opening_step(action: str) -> bool:
+        step = _env_step(env, session.session_id, len(steps), action, reply="", call=None)
+        step.info = {**step.info, **OPENING_INFO}
+        record(step, " (opening)")
+        return step.valid
+
     try:
-        for index in range(max_steps):
+        play_opening(episode, start, opening_step)
+        for _ in range(max_steps):
             call = llm.chat(
                 episode.messages(),
                 tools=TOOLS if mode == AgentMode.TOOLS else None,
@@ -93,30 +135,8 @@ def run_episode(
             recorder.on_llm_call(call)
             versions.append(call.policy_version)
             trainable += call.trainable
-            last = _take_step(env, session.session_id, index, call, episode)
-            available = None
-            if last.valid and not last.done:
-                available = (
-                    last.available_actions
-                    or last.info.get("available_actions")
-                    or env.available_actions(session.session_id)
-                )
-            seen = last.observation if last.valid else (last.error or "")
-            episode.record(
-                last.action,
-                valid=last.valid,
-                seen=seen,
-                observation=last.observation,
-                available_actions=available,
-            )
-            steps.append(last)
-            recorder.on_step(last)
-            verdict = "valid" if last.valid else "invalid"
-            _emit(
-                recorder,
-                f"[STEP] {index + 1}. {episode.history[-1].action} -> {verdict}, "
-                f"{one_line(seen, LOG_OBSERVATION_CHARS)}",
-            )
+            last = _take_step(env, session.session_id, len(steps), call, episode)
+            record(last)
             if last.done:
                 break
     finally:
@@ -166,6 +186,13 @@ def _take_step(
             env_latency_ms=0.0,
             policy_version=call.policy_version,
         )
+    return _env_step(env, session_id, index, action, reply=reply, call=call)
+
+
+def _env_step(
+    env: EnvClient, session_id: str, index: int, action: str, *, reply: str, call: LLMCall | None
+) -> StepRecord:
+    """Step the env with ``action``; ``call`` is the reply's LLM call (None: scripted)."""
     env_started = time.monotonic()
     result = env.step(session_id, action)
     env_ms = (time.monotonic() - env_started) * 1000
@@ -180,8 +207,8 @@ def _take_step(
         valid=result.valid,
         info=result.info,
         error=error,
-        llm_latency_ms=call.latency_ms,
+        llm_latency_ms=call.latency_ms if call is not None else 0.0,
         env_latency_ms=env_ms,
-        policy_version=call.policy_version,
+        policy_version=call.policy_version if call is not None else None,
         available_actions=result.available_actions,
     )

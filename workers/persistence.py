@@ -57,6 +57,8 @@ class AttemptStart:
     max_attempts: int
     agent_url: str | None
     sampling: dict[str, Any] | None
+    start: str = "search"
+    """Where the policy starts playing (:mod:`app.core.opening`)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ _LOCK_FOR_START = (
         _ROLLOUTS.c.mode,
         _ROLLOUTS.c.agent_url,
         _ROLLOUTS.c.sampling,
+        _ROLLOUTS.c.start,
         _ROLLOUTS.c.last_error,
         func.coalesce(func.now() < _ROLLOUTS.c.deadline_at, False).label("alive"),
         _RUNNING_IDS.label("running"),
@@ -284,6 +287,7 @@ def start_attempt(
         max_attempts=rollout.max_attempts,
         agent_url=rollout.agent_url,
         sampling=rollout.sampling,
+        start=str(rollout.start),
     )
 
 

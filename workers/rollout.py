@@ -213,6 +213,7 @@ def _play(
                 sampling=sampling_from(Sampling.from_settings(settings), start.sampling),
                 history_steps=settings.agent_history_steps,
                 constrain_actions=settings.agent_constrain_actions,
+                start=start.start,
                 worker=runtime.worker,
                 rollout=f"{str(start.rollout_id)[:8]}#{start.number}",
             )

@@ -9,7 +9,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from app.core.llm import SamplingOverrides
-from app.db.lifecycle import AttemptStatus, PolicyVersionStatus, RolloutMode, RolloutStatus
+from app.db.lifecycle import (
+    AttemptStatus,
+    PolicyVersionStatus,
+    RolloutMode,
+    RolloutStart,
+    RolloutStatus,
+)
 
 
 class ErrorOut(BaseModel):
@@ -43,6 +49,11 @@ class RolloutCreate(BaseModel):
     count: int | None = Field(None, ge=1, le=10_000, description="Goals drawn from split.")
     group_size: int = Field(1, ge=1, le=256, description="Samples per goal (GRPO group).")
     mode: RolloutMode = RolloutMode.TRAIN
+    start: RolloutStart = Field(
+        RolloutStart.SEARCH,
+        description="Where the policy starts playing: search (the original task), or the "
+        "results / item page reached by scripted opening steps (built-in agent only).",
+    )
     agent_url: HttpUrl | None = Field(None, description="External agent playing the episodes.")
     sampling: SamplingOverrides | None = Field(
         None, description="LLM sampling parameters over the workers' defaults (bounded)."
@@ -89,6 +100,7 @@ class RolloutOut(BaseModel):
     group_id: uuid.UUID
     sample_index: int
     mode: RolloutMode
+    start: RolloutStart
     status: RolloutStatus
     attempts: int
     max_attempts: int

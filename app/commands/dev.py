@@ -107,6 +107,13 @@ def dev(
         int | None, typer.Option(min=1, help="Stop everything after N train steps.")
     ] = None,
     split: Annotated[str, typer.Option(help="Goal split of the train rollouts.")] = "train",
+    train_starts: Annotated[
+        str,
+        typer.Option(
+            help="Comma list of starts (search, results, item) each train group draws one "
+            "of (see `wsrl train --help`). Evaluations always start at search."
+        ),
+    ] = "search",
     eval_every: Annotated[
         int, typer.Option(min=0, help="Evaluate on held-out test goals every N versions.")
     ] = 10,
@@ -114,8 +121,13 @@ def dev(
 ) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
     from app.config import get_settings
+    from app.core.opening import parse_starts
     from app.supervisor import ChildFailed, Supervisor
 
+    try:
+        starts = ",".join(parse_starts(train_starts))
+    except ValueError as exc:
+        raise fail(f"--train-starts: {exc}") from exc
     started = time.monotonic()
     settings = get_settings()
     _prepare(settings)
@@ -145,6 +157,7 @@ def dev(
         progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
         trainer_options = ["--group-size", str(group_size), "--batch-groups", str(batch_groups)]
         trainer_options += ["--max-staleness", str(max_staleness), "--split", split]
+        trainer_options += ["--train-starts", starts]
         trainer_options += ["--eval-every", str(eval_every), "--eval-goals", str(eval_goals)]
         trainer_options += ["--steps", str(steps)] if steps is not None else []
         _start_children(supervisor, settings, model, trainer_options, threads)

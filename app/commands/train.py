@@ -66,6 +66,13 @@ def train(
     temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
     max_tokens: Annotated[int, typer.Option(min=1, help="Max new tokens per LLM call.")] = 48,
     split: Annotated[str, typer.Option(help="Goal split the rollouts are drawn from.")] = "train",
+    train_starts: Annotated[
+        str,
+        typer.Option(
+            help="Comma list of starts (search, results, item) each train group draws one "
+            "of: the page the policy starts on. Evaluations always start at search."
+        ),
+    ] = "search",
     eval_every: Annotated[
         int,
         typer.Option(min=0, help="Evaluate on held-out test goals every N versions (0: never)."),
@@ -106,12 +113,17 @@ def train(
 ) -> None:
     """Train the policy with GRPO-style updates on rollouts from the Celery workers."""
     from app.config import ServicesNotRunningError, get_settings
+    from app.core.opening import parse_starts
 
     if backend == "verl":
         _run_verl(config, override or [], preflight)
         return
     if backend != "local":
         raise fail(f"unknown backend {backend!r}: use local or verl")
+    try:
+        starts = parse_starts(train_starts)
+    except ValueError as exc:
+        raise fail(f"--train-starts: {exc}") from exc
     settings = get_settings()
     try:
         settings.resolved_database_url()
@@ -139,6 +151,7 @@ def train(
         preset=preset,
         sampling={"temperature": temperature, "max_tokens": max_tokens},
         split=split,
+        train_starts=starts,
         eval_every=eval_every,
         eval_goals=eval_goals,
         eval_sampling={"temperature": eval_temperature, "max_tokens": max_tokens},
@@ -237,6 +250,7 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
         enqueue=kw["enqueue"],
         sampling=kw["sampling"],
         split=kw["split"],
+        train_starts=kw["train_starts"],
         eval_goals=kw["eval_goals"],
         eval_sampling=kw["eval_sampling"],
         policy_port=kw["policy_port"],

@@ -120,7 +120,8 @@ class StepRecord:
     error: str | None
     llm_latency_ms: float
     env_latency_ms: float
-    policy_version: int
+    policy_version: int | None
+    """The policy that wrote the reply; None for a scripted opening step (no LLM call)."""
     # The page's actions after the step, as the env's step answer carried them (not a row).
     available_actions: dict[str, Any] | None = None
 

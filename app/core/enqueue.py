@@ -31,7 +31,8 @@ from app.config import Settings, get_settings
 from app.core.celery import ROLLOUT_TASK, queue_for_mode
 from app.core.env_client import EnvClient, EnvError
 from app.core.llm import Sampling, SamplingOverrides
-from app.db.lifecycle import GoalSource, RolloutMode, RolloutStatus
+from app.core.opening import parse_start
+from app.db.lifecycle import GoalSource, RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import EnqueueRequest, Goal, Rollout
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ def enqueue_rollouts(
     count: int | None = None,
     group_size: int = 1,
     mode: str = "train",
+    start: str = RolloutStart.SEARCH.value,
     agent_url: str | None = None,
     sampling: dict[str, Any] | None = None,
     settings: Settings | None = None,
@@ -155,8 +157,10 @@ def enqueue_rollouts(
 
     Goals are ``goal_ids`` or ``count`` goals drawn from ``split`` (all of the split when
     ``count`` is None; see :func:`choose_goals` for ``allow_fewer``). The jobs are sent
-    after the caller commits the session. Raises :class:`EnqueueError` for a request
-    that names no goals, unknown goal ids, bad sizes or bad sampling values.
+    after the caller commits the session. ``start`` is where the policy starts playing
+    (:mod:`app.core.opening`; external agents always start at ``search``). Raises
+    :class:`EnqueueError` for a request that names no goals, unknown goal ids, bad sizes,
+    an unknown start or bad sampling values.
 
     With ``idempotency_key``, the same request made again (a client retrying after a
     timeout) returns the rollouts of the first and creates nothing; the same key with a
@@ -172,6 +176,10 @@ def enqueue_rollouts(
         rollout_mode = RolloutMode(mode)
     except ValueError:
         raise EnqueueError(f"mode must be 'train' or 'eval', got {mode!r}") from None
+    try:
+        rollout_start = parse_start(start)
+    except ValueError as exc:
+        raise EnqueueError(str(exc)) from None
     if sampling is not None:
         unknown = set(sampling) - SAMPLING_KEYS
         if unknown:
@@ -184,6 +192,11 @@ def enqueue_rollouts(
             raise EnqueueError(f"bad sampling values: {_errors(exc)}") from None
     if agent_url is not None and not agent_url.startswith(("http://", "https://")):
         raise EnqueueError(f"agent_url must be an http(s) URL, got {agent_url!r}")
+    if agent_url is not None and rollout_start != RolloutStart.SEARCH:
+        raise EnqueueError(
+            f"start {rollout_start.value!r} needs the built-in agent: an external agent "
+            "(agent_url) always starts at 'search'"
+        )
     if goal_ids is not None and split is not None:
         raise EnqueueError("give goal_ids or split, not both")
     if goal_ids is not None:
@@ -205,6 +218,8 @@ def enqueue_rollouts(
             count=count,
             group_size=group_size,
             mode=rollout_mode.value,
+            # Only a non-default start enters the hash: keys of older requests still match.
+            **({"start": rollout_start.value} if rollout_start != RolloutStart.SEARCH else {}),
             agent_url=agent_url,
             sampling=sampling,
             seed=seed,
@@ -225,6 +240,7 @@ def enqueue_rollouts(
                     "group_id": group_id,
                     "sample_index": sample_index,
                     "mode": rollout_mode,
+                    "start": rollout_start,
                     "status": RolloutStatus.QUEUED,
                     "max_attempts": settings.max_attempts,
                     "agent_url": agent_url,

@@ -16,6 +16,15 @@ class RolloutMode(StrEnum):
     EVAL = "eval"
 
 
+class RolloutStart(StrEnum):
+    """Where the policy's part of an episode begins (:mod:`app.core.opening`): ``search``
+    is the original task; ``results`` and ``item`` are reached by scripted steps."""
+
+    SEARCH = "search"
+    RESULTS = "results"
+    ITEM = "item"
+
+
 class RolloutStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"

@@ -39,6 +39,7 @@ from app.db.lifecycle import (
     GoalSource,
     PolicyVersionStatus,
     RolloutMode,
+    RolloutStart,
     RolloutStatus,
 )
 from app.db.types import Logprobs, TokenIds
@@ -154,6 +155,11 @@ class Rollout(Base):
     group_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), index=True)
     sample_index: Mapped[int] = mapped_column(Integer, server_default="0")
     mode: Mapped[RolloutMode] = mapped_column(_state(RolloutMode, "mode"))
+    # Where the policy starts playing (app.core.opening): search (the original task), or
+    # the results / item page reached by scripted opening steps.
+    start: Mapped[RolloutStart] = mapped_column(
+        _state(RolloutStart, "start"), server_default=RolloutStart.SEARCH.value
+    )
     status: Mapped[RolloutStatus] = mapped_column(
         _state(RolloutStatus, "status"), server_default=RolloutStatus.QUEUED.value, index=True
     )

@@ -78,6 +78,7 @@ def create_rollouts(
             count=body.count,
             group_size=body.group_size,
             mode=body.mode.value,
+            start=body.start.value,
             agent_url=str(body.agent_url) if body.agent_url else None,
             sampling=body.sampling.as_dict() if body.sampling else None,
             settings=request.app.state.settings,

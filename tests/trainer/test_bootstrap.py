@@ -86,15 +86,6 @@ def test_demonstrations_act_only_on_what_the_policy_sees(env: WebShopEnv) -> Non
             assert demo.action in demo.messages[1]["content"].split("Available actions:")[1]
 
 
-def test_search_keywords_drop_options_and_price() -> None:
-    text = "i need a vegan pasta sauce with flavor: teriyaki, and price lower than 30.00 dollars"
-    assert demonstrations.search_keywords(text) == "i need a vegan pasta sauce"
-    assert demonstrations.search_keywords("Find [red] mugs, and price lower than 5") == (
-        "find red mugs"
-    )
-    assert demonstrations.search_keywords("with love") == "with love"
-
-
 def test_demonstrations_succeed_on_most_goals(env: WebShopEnv) -> None:
     """Imitating them is worth it: clicking the best-ranked result and the instruction's
     options buys the right product on about 59 % of test goals (55 % of targets rank

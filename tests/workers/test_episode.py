@@ -19,6 +19,7 @@ from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app as create_env_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
+from trainer.play import LocalEpisode
 from workers.agent import run_episode
 from workers.llm import LLMClient
 
@@ -106,6 +107,44 @@ def test_oracle_episode_gets_reward_1(env: EnvClient, llm: LLMClient, goal_id: i
     assert recorder.steps[-1].action == "click[buy now]"
     assert [s.index for s in recorder.steps] == list(range(result.num_steps))
     _check_logs(recorder, result)
+
+
+@pytest.mark.parametrize(("start", "opening"), [("results", 1), ("item", 2)])
+def test_opening_steps_are_recorded_without_llm_calls_and_prompt_as_in_process(
+    env: EnvClient, llm: LLMClient, webshop_env: WebShopEnv, start: str, opening: int
+) -> None:
+    goal_id = GOALS[1]
+    recorder = ListRecorder()
+    result = run_episode(env, llm, goal_id, recorder, start=start, worker="w1", rollout="r1")
+    scripted = recorder.steps[:opening]
+    assert [s.action.split("[")[0] for s in scripted] == ["search", "click"][:opening]
+    assert all(s.valid and s.info["opening"] and s.policy_version is None for s in scripted)
+    assert all(s.reply == "" and s.llm_latency_ms == 0 for s in scripted)
+    assert not any(s.info.get("opening") for s in recorder.steps[opening:])
+    assert len(recorder.calls) == result.num_steps - opening == result.num_llm_calls
+    assert [s.index for s in recorder.steps] == list(range(result.num_steps))
+    assert all(line.endswith("(opening)") for line in recorder.lines[1 : 1 + opening])
+    _check_logs(recorder, result)
+    # The first prompt shows the opening as the policy's own history, exactly as the
+    # in-process player (trainer.play.LocalEpisode) builds it.
+    local = LocalEpisode(webshop_env, goal_id, start=start)
+    assert local.opening == [s.action for s in scripted]
+    assert recorder.calls[0].messages == local.messages()
+    first = recorder.calls[0].messages[-1]["content"]
+    assert f"Step {opening}: {scripted[-1].action}" in first
+    assert ("click[buy now]" in first) == (start == "item")
+    assert result.done and result.reward == recorder.steps[-1].reward
+
+
+def test_opening_steps_do_not_count_toward_max_steps(
+    env: EnvClient, llm: LLMClient, oracle_llm: RunningServer
+) -> None:
+    _faults(oracle_llm, mode="garbage", count=2)
+    recorder = ListRecorder()
+    result = run_episode(env, llm, GOALS[2], recorder, start="item", max_steps=2)
+    assert result.end_reason == "max_steps" and result.reward == 0.0
+    assert [s.valid for s in recorder.steps] == [True, True, False, False]
+    assert result.num_steps == 4 and result.num_llm_calls == 2
 
 
 def test_oracle_episode_in_tool_mode(env: EnvClient, llm: LLMClient) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.enqueue import expire_idempotency_keys
-from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
+from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import EnqueueRequest, Rollout
 
 
@@ -57,6 +57,7 @@ def test_post_goal_ids_with_group_size_creates_groups_and_sends_jobs(
         assert len({r.goal_id for r in group}) == 1
         assert sorted(r.sample_index for r in group) == [0, 1, 2]
     assert {r.mode for r in created} == {RolloutMode.TRAIN}
+    assert {r.start for r in created} == {RolloutStart.SEARCH}
     assert {r.sampling["temperature"] for r in created} == {0.5}
     ours = [m for m in published if any(str(i) in m["rollout"] for i in ids)]
     assert len(ours) == 6
@@ -93,6 +94,7 @@ def test_post_split_count_eval_goes_to_eval_queue(
         ({"goal_ids": []}, "at least 1"),
         ({"goal_ids": [1], "group_size": 0}, "greater than or equal to 1"),
         ({"goal_ids": [1], "mode": "play"}, "'train' or 'eval'"),
+        ({"goal_ids": [1], "start": "cart"}, "'search', 'results' or 'item'"),
         ({"goal_ids": [1], "agent_url": "not a url"}, "URL"),
         ({"goal_ids": [1], "surprise": 1}, "Extra inputs"),
         ({"split": "test", "count": 10_000, "group_size": 6}, "at most 50,000 per request"),
@@ -328,6 +330,15 @@ def test_get_rollout_with_attempts(client: TestClient, rows: Rows) -> None:
         (1, "failed"),
         (2, "running"),
     ]
+
+
+def test_post_start_is_stored_and_shown(client: TestClient, rows: Rows) -> None:
+    response = client.post(
+        "/v1/rollouts", json={"goal_ids": [rows.goal()], "start": "item"}, headers=AUTH
+    )
+    assert response.status_code == 201, response.text
+    [rollout_id] = response.json()["ids"]
+    assert client.get(f"/v1/rollouts/{rollout_id}", headers=AUTH).json()["start"] == "item"
 
 
 def test_get_unknown_rollout_404(client: TestClient) -> None:

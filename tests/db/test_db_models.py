@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session
 
 from app.db import migrate
-from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
+from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import Attempt, Base, Goal, LlmCall, Rollout, Step
 
 TABLES = {"goals", "rollouts", "attempts", "steps", "llm_calls", "policy_versions", "train_steps"}
@@ -134,6 +134,7 @@ def test_defaults_and_enums_round_trip(db_session: Session) -> None:
     assert loaded is not None
     assert loaded.status is RolloutStatus.QUEUED
     assert loaded.mode is RolloutMode.TRAIN
+    assert loaded.start is RolloutStart.SEARCH
     assert loaded.attempts == 0 and loaded.max_attempts == 3 and loaded.train_step is None
     assert loaded.created_at is not None
     assert db_session.get(Goal, goal.id).attributes == ["blue", "cotton"]  # type: ignore[union-attr]
@@ -216,6 +217,42 @@ def test_unknown_status_is_refused_by_the_database(db_session: Session) -> None:
         db_session.execute(
             text("UPDATE rollouts SET status = 'done' WHERE id = :id"), {"id": rollout.id}
         )
+
+
+def test_unknown_start_is_refused_by_the_database(db_session: Session) -> None:
+    rollout = _rollout(db_session, _goal(db_session), start=RolloutStart.ITEM)
+    with pytest.raises(IntegrityError, match="ck_rollouts_start"):
+        db_session.execute(
+            text("UPDATE rollouts SET start = 'cart' WHERE id = :id"), {"id": rollout.id}
+        )
+
+
+def test_downgrade_drops_start_and_upgrade_fills_it_with_search(
+    make_database: Callable[[], str],
+) -> None:
+    url = make_database()
+    migrate.upgrade(url, "0004")
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO goals (id, split, instruction, asin) VALUES (1, 't', 'x', 'B')")
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO rollouts (id, goal_id, group_id, mode) "
+                    "VALUES (:id, 1, :id, 'train')"
+                ),
+                {"id": uuid.uuid4()},
+            )
+        migrate.upgrade(url)
+        with engine.connect() as conn:
+            assert conn.scalar(text("SELECT start FROM rollouts")) == "search"
+        migrate.downgrade(url, "0004")
+        columns = {c["name"] for c in inspect(engine).get_columns("rollouts")}
+        assert "start" not in columns and "mode" in columns
+    finally:
+        engine.dispose()
 
 
 def test_trajectories_and_policy_performance_views(db_session: Session) -> None:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
 from helpers.training_rows import R, S, add_group, ensure_goal
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.celery import create_celery
 from app.db import migrate
-from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.db.lifecycle import RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import Goal, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.scheduler import Scheduler, outstanding_groups
@@ -82,3 +83,61 @@ def test_evaluations_play_the_same_held_out_goals_and_leave_train_groups_alone(
     assert len(evals) == 8 and {r.sampling["temperature"] for r in evals} == {0.0}
     first, second = sorted(r.goal_id for r in evals[:4]), sorted(r.goal_id for r in evals[4:])
     assert first == second and all(g > 5 for g in first)
+
+
+def test_each_train_group_draws_one_start_and_evaluations_start_at_search(database) -> None:
+    settings, sessions = database
+    with session_scope(sessions) as session:
+        for goal in range(1, 41):
+            session.add(
+                Goal(id=goal, split="test" if goal > 30 else "train", instruction="x", asin="B0")
+            )
+    scheduler = Scheduler(
+        create_celery(settings), settings, group_size=3, target_groups=30,
+        starts=("search", "item"), eval_goals=5,
+    )  # fmt: skip
+    with session_scope(sessions) as session:
+        assert scheduler.top_up(session) == 30
+        assert scheduler.enqueue_eval(session) == 5
+    with session_scope(sessions) as session:
+        rows = session.execute(select(Rollout.group_id, Rollout.mode, Rollout.start)).all()
+    train: dict = {}
+    for group, mode, start in rows:
+        if mode == RolloutMode.TRAIN:
+            train.setdefault(group, []).append(start)
+    assert len(train) == 30 and all(len(starts) == 3 for starts in train.values())
+    assert all(len(set(starts)) == 1 for starts in train.values()), "one start per group"
+    drawn = Counter(starts[0] for starts in train.values())
+    assert set(drawn) == {RolloutStart.SEARCH, RolloutStart.ITEM}, drawn
+    assert {start for _, mode, start in rows if mode == RolloutMode.EVAL} == {RolloutStart.SEARCH}
+
+
+def test_a_single_start_draws_no_randomness_so_a_seed_draws_the_same_goals(database) -> None:
+    """The default (search only) consumes no randomness for starts: a seed's goals stay."""
+    settings, sessions = database
+    with session_scope(sessions) as session:
+        for goal in range(1, 31):
+            ensure_goal(session, goal)
+    drawn = []
+    for starts in (("search",), ("results",)):
+        scheduler = Scheduler(
+            create_celery(settings), settings, group_size=1, target_groups=5, seed=3,
+            starts=starts,
+        )  # fmt: skip
+        with session_scope(sessions) as session:
+            scheduler.top_up(session)
+            rows = session.execute(
+                select(Rollout.goal_id, Rollout.start).where(Rollout.status == RolloutStatus.QUEUED)
+            ).all()
+            session.execute(update(Rollout).values(status=RolloutStatus.CANCELLED))
+        drawn.append(rows)
+    assert sorted(g for g, _ in drawn[0]) == sorted(g for g, _ in drawn[1])
+    assert {s for _, s in drawn[0]} == {"search"} and {s for _, s in drawn[1]} == {"results"}
+
+
+def test_unknown_start_is_refused_at_construction(test_settings: Settings) -> None:
+    celery = create_celery(test_settings)
+    with pytest.raises(ValueError, match="got 'cart'"):
+        Scheduler(celery, test_settings, group_size=2, target_groups=1, starts=("search", "cart"))
+    with pytest.raises(ValueError, match="starts is empty"):
+        Scheduler(celery, test_settings, group_size=2, target_groups=1, starts=())

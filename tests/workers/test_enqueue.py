@@ -117,6 +117,11 @@ def test_enqueue_split_count_draws_distinct_goals_and_eval_queue(
         ({"split": "train", "group_size": 0}, "group_size must be >= 1"),
         ({"split": "train", "count": 0}, "count must be >= 1"),
         ({"split": "train", "mode": "play"}, "mode must be 'train' or 'eval'"),
+        ({"split": "train", "start": "cart"}, "start must be one of 'search', 'results', 'item'"),
+        (
+            {"split": "train", "start": "item", "agent_url": "http://agent.test"},
+            "an external agent \\(agent_url\\) always starts at 'search'",
+        ),
         ({"split": "train", "sampling": {"temprature": 1}}, "unknown sampling keys"),
         ({"split": "train", "goal_ids": [1]}, "not both"),
     ],

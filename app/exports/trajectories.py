@@ -2,7 +2,8 @@
 
 Failed, lost and superseded attempts never appear (their rows are not training data).
 Each record carries the rollout's outcome (reward, reward parts, success, steps, policy
-versions), the env actions in order, and ``turns``: every LLM call of the attempt as the
+versions), its ``start`` (the actions of an opening, :mod:`app.core.opening`, come first
+and have no turn), the env actions in order, and ``turns``: every LLM call of the attempt as the
 messages sent plus the response received (and, with ``tokens``, the server's token ids
 and logprobs). Message contents that are not text (tool-call lists) are JSON text.
 
@@ -56,6 +57,7 @@ def _attempts_query(filters: TrajectoryFilter) -> Select:
             Goal.split,
             Goal.instruction,
             Rollout.mode,
+            Rollout.start,
             Rollout.group_id,
             Rollout.sample_index,
             Rollout.reward,
@@ -144,6 +146,7 @@ def _record(row: Any, actions: list[str], turns: list[dict[str, Any]]) -> dict[s
         "split": row.split,
         "instruction": row.instruction,
         "mode": str(row.mode),
+        "start": str(row.start),
         "group_id": str(row.group_id),
         "sample_index": row.sample_index,
         "reward": row.reward,
@@ -203,6 +206,7 @@ def trajectory_schema(tokens: bool) -> pa.Schema:
             ("split", pa.string()),
             ("instruction", pa.string()),
             ("mode", pa.string()),
+            ("start", pa.string()),
             ("group_id", pa.string()),
             ("sample_index", pa.int32()),
             ("reward", pa.float64()),

@@ -70,6 +70,7 @@ def _expected(engine: Engine, rollout_name: str, data: Dataset) -> dict[str, Any
             "goal_id": goal.id,
             "split": goal.split,
             "instruction": goal.instruction,
+            "start": str(rollout.start),
             "reward": rollout.reward,
             "reward_parts": rollout.reward_parts,
             "success": rollout.success,

@@ -81,6 +81,9 @@ def enqueue(
     ] = None,
     group_size: Annotated[int, typer.Option(help="Rollouts per goal (a GRPO group).")] = 1,
     mode: Annotated[str, typer.Option(help="train or eval.")] = "train",
+    start: Annotated[
+        str, typer.Option(help="Where the policy starts: search, results or item (an opening).")
+    ] = "search",
     goal_ids: Annotated[
         str | None, typer.Option(help="Comma-separated goal ids instead of --split.")
     ] = None,
@@ -120,6 +123,7 @@ def enqueue(
                 count=count,
                 group_size=group_size,
                 mode=mode,
+                start=start,
                 settings=settings,
                 seed=seed,
                 agent_url=agent_url,

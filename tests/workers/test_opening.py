@@ -90,7 +90,7 @@ def test_first_product_skips_buttons() -> None:
 
 
 def test_navigation_names_every_env_button() -> None:
-    assert NAVIGATION == {*BUTTONS, "search"}
+    assert {*BUTTONS, "search"} == NAVIGATION
 
 
 def test_unknown_start_is_a_clear_error() -> None:

@@ -111,13 +111,20 @@ def dev(
         str,
         typer.Option(
             help="Comma list of starts (search, results, item) each train group draws one "
-            "of (see `wsrl train --help`). Evaluations always start at search."
+            "of (see `wsrl train --help`): half the groups learn option choice on an item "
+            "page, half play the whole task. Evaluations always start at search."
         ),
-    ] = "search",
+    ] = "item,search",
     eval_every: Annotated[
         int, typer.Option(min=0, help="Evaluate on held-out test goals every N versions.")
-    ] = 10,
-    eval_goals: Annotated[int, typer.Option(min=1, help="Test goals per evaluation.")] = 50,
+    ] = 20,
+    eval_goals: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Test goals per evaluation (200: a 95 percent interval of about +/- 6 points).",
+        ),
+    ] = 200,
 ) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
     from app.config import get_settings

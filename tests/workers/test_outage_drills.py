@@ -1,9 +1,11 @@
-"""A minute-long outage of the LLM server or of PostgreSQL under real workers (issue 21).
+"""Outages under real workers (issue 21): the LLM server, the env server or PostgreSQL down
+for a minute, Redis flushed mid-run.
 
 The whole deployment runs as processes with DEFAULT settings (no shortened heartbeat,
 budget or backoff): env server, scripted LLM (oracle), 2 Celery worker processes x 8
 threads, ``wsrl reconcile`` and ``wsrl eval`` on 15 test goals. The part goes down while
-the rollouts are mid-episode and comes back 60 s later. Each drill ends with: every
+the rollouts are mid-episode and comes back 60 s later (Redis: its database is flushed,
+the policy endpoint record and the queued messages with it). Each drill ends with: every
 rollout exactly one succeeded attempt and no duplicate rows, no other attempt unless it
 failed on the outage (not counted), nothing the reconciler had to resend or mark lost,
 ``wsrl eval``'s last line equal to the score of the rows, and everything final within
@@ -209,3 +211,70 @@ def test_postgres_down_60s_is_waited_out(
                 reconcile.stop()
     finally:
         server.stop()
+
+
+def test_env_server_down_60s_is_waited_out(
+    make_database: Callable[[], str],
+    redis_url: str,
+    tmp_path: Path,
+    drill_settings: Callable[..., Settings],
+) -> None:
+    settings = isolated_settings(make_database, redis_url, tmp_path)
+    settings = drill_settings(settings.database_url, redis_url)
+    with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
+        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
+        try:
+            with _running_eval(stack) as eval_done:
+                ids = _wait_all_started(stack)
+                stack.env.stop()
+                time.sleep(OUTAGE_S)
+                stack.env.start()
+                recovery_s = _wait_final(stack, ids, time.monotonic())
+                result = eval_done()
+            print(f"env down 60s: all {GOALS} rollouts final {recovery_s:.1f}s after its return")
+            # The sessions died with the server: those attempts fail on it, not counted.
+            _check_outcome(stack, ids, result, reconcile, outage="env error")
+        finally:
+            reconcile.stop()
+
+
+def test_redis_flushed_mid_run_is_recovered(
+    make_database: Callable[[], str],
+    redis_url: str,
+    tmp_path: Path,
+    drill_settings: Callable[..., Settings],
+) -> None:
+    """Half the eval's jobs still queued when the flush takes them and the endpoint record:
+    the reconciler resends those from Postgres and restores the endpoint."""
+    settings = isolated_settings(make_database, redis_url, tmp_path)
+    settings = drill_settings(settings.database_url, redis_url)
+    with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
+        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
+        try:
+            for worker in stack.workers[1:]:
+                worker.stop()  # 8 threads for 15 rollouts: some stay queued
+            with _running_eval(stack) as eval_done:
+                deadline = time.monotonic() + 120
+                while len(ids := _eval_rollouts(stack)) < GOALS:
+                    assert time.monotonic() < deadline, "the eval did not enqueue"
+                    time.sleep(0.1)
+                assert stack.statuses(ids).get("queued"), "nothing left queued to lose"
+                stack.redis.flushdb()  # the test's own Redis db only
+                flushed = time.monotonic()
+                recovery_s = _wait_final(stack, ids, flushed)
+                result = eval_done()
+            print(f"redis flushed: all {GOALS} rollouts final {recovery_s:.1f}s after the flush")
+            assert stack.statuses(ids) == {"succeeded": GOALS}
+            stack.check_training_data(ids)
+            code, out, err = result
+            with session_scope(stack.sessions) as session:
+                rows = session.execute(
+                    select(Rollout.status, Rollout.reward, Rollout.last_error).where(
+                        Rollout.id.in_(ids)
+                    )
+                ).all()
+            expected = score_of([Outcome(str(s), r, e) for s, r, e in rows]).line()
+            assert out.strip().splitlines()[-1] == expected, err
+            assert expected.endswith(f"episodes={GOALS} failed=0") and code == 0, err
+        finally:
+            reconcile.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 from helpers.factories import make_goal, make_rollout
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -40,6 +40,33 @@ def broker(test_settings: Settings) -> Iterator[redis.Redis]:
     yield client
     client.delete(QUEUE_ROLLOUTS)
     client.close()
+
+
+@pytest.fixture(scope="module")
+def own_engine(make_database: Callable[[], str]) -> Iterator[Engine]:
+    """A database of this module's own: a pass scans every rollout of its database, and
+    the session's shared one holds what other tests committed for their processes."""
+    url = make_database()
+    migrate.upgrade(url)
+    engine = make_engine(Settings(_env_file=None, database_url=url))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def db_session(own_engine: Engine) -> Iterator[Session]:
+    """As the shared fixture of that name (rolled back after the test), on ``own_engine``."""
+    connection = own_engine.connect()
+    transaction = connection.begin()
+    session = Session(
+        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+    try:
+        yield session
+    finally:
+        session.close()
+        transaction.rollback()
+        connection.close()
 
 
 @pytest.fixture(autouse=True)

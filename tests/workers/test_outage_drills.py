@@ -244,8 +244,9 @@ def test_redis_flushed_mid_run_is_recovered(
     tmp_path: Path,
     drill_settings: Callable[..., Settings],
 ) -> None:
-    """Half the eval's jobs still queued when the flush takes them and the endpoint record:
-    the reconciler resends those from Postgres and restores the endpoint."""
+    """One worker process (8 threads) for 15 rollouts, so jobs are still waiting when the
+    flush takes the queue, the unacknowledged messages and the policy endpoint record:
+    whatever the workers had not taken is resent from Postgres, the endpoint restored."""
     settings = isolated_settings(make_database, redis_url, tmp_path)
     settings = drill_settings(settings.database_url, redis_url)
     with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:

@@ -221,6 +221,10 @@ class Stats(BaseModel):
     queue_depth: dict[str, int]
     in_flight: int
     by_status: dict[str, int]
+    failed_infrastructure: int = Field(
+        description="Failed rollouts whose last error names a part of the deployment (env, "
+        "LLM, endpoint, database, Redis, a lost worker): outages, not scores of the policy."
+    )
     completed_per_minute: float
     window_minutes: int
     by_policy_version: list[VersionStats]

@@ -33,6 +33,7 @@ import typer
 from rich.console import Console
 
 from app.commands import fail
+from app.core.failures import infrastructure_reason
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -43,33 +44,12 @@ console = Console(stderr=True)
 POLL_S = 0.5
 
 
-# Substrings of a failed rollout's ``last_error`` that name a part of the deployment, not
-# the policy: env server, LLM server, policy endpoint, database, Redis, a lost worker, a
-# budget that ran out while waiting on one of them.
-INFRASTRUCTURE_MARKERS = (
-    "env error",
-    "LLMUnavailable",
-    "policy endpoint",
-    "lost",
-    "timeout",
-    "OperationalError",
-    "InterfaceError",
-    "Redis",
-    "ConnectionError",
-    "unreachable",
-)
-
-
 class Outcome(NamedTuple):
     """One eval rollout once final."""
 
     status: str
     reward: float | None
     last_error: str | None
-
-
-def infrastructure_failure(reason: str | None) -> bool:
-    return reason is not None and any(marker in reason for marker in INFRASTRUCTURE_MARKERS)
 
 
 @dataclass(frozen=True)
@@ -105,7 +85,7 @@ def score_of(outcomes: Sequence[Outcome]) -> EvalScore:
         success=100 * sum(v == 1.0 for v in values) / len(values) if values else 0.0,
         episodes=len(values),
         failed=len(failed),
-        infrastructure=sum(infrastructure_failure(o.last_error) for o in failed),
+        infrastructure=sum(infrastructure_reason(o.last_error) for o in failed),
         reasons=dict(reasons.most_common()),
     )
 

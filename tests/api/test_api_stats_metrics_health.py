@@ -57,6 +57,21 @@ def test_queue_depth_is_llen_of_the_queue(redis_client: redis.Redis) -> None:
         redis_client.delete(queue)
 
 
+def test_stats_count_outage_failures_apart(client: TestClient, rows: Rows) -> None:
+    """As `wsrl eval`: a rollout failed by the deployment is not a score of the policy."""
+    before = client.get("/v1/stats").json()
+    goal = rows.goal()
+    for error in (
+        "failed after 3 attempts: env error: env server unreachable",
+        "failed after 3 attempts: LLMUnavailable: connection refused",
+        "failed after 3 attempts: agent error: 500 from http://agent",
+    ):
+        rows.rollout(goal, status=RolloutStatus.FAILED, finished_ago_s=5, last_error=error)
+    body = client.get("/v1/stats").json()
+    assert body["by_status"]["failed"] == before["by_status"]["failed"] + 3
+    assert body["failed_infrastructure"] == before["failed_infrastructure"] + 2
+
+
 @pytest.mark.parametrize("params", [{"window_minutes": 0}, {"mode": "x"}])
 def test_stats_bad_query_422(client: TestClient, params: dict) -> None:
     assert client.get("/v1/stats", params=params).status_code == 422

@@ -54,6 +54,7 @@ class Rows:
         reward: float | None = None,
         versions: tuple[int, int] | None = None,
         finished_ago_s: float | None = None,
+        last_error: str | None = None,
     ) -> uuid.UUID:
         rollout_id = uuid.uuid4()
         finished = (
@@ -74,6 +75,7 @@ class Rows:
                     policy_version_min=versions[0] if versions else None,
                     policy_version_max=versions[1] if versions else None,
                     finished_at=finished,
+                    last_error=last_error,
                 )
             )
         return rollout_id

@@ -10,11 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from redis import Redis
-from sqlalchemy import Integer, func, select
+from sqlalchemy import Integer, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.api.schemas import Stats, VersionStats
 from app.core.celery import QUEUES
+from app.core.failures import INFRASTRUCTURE_MARKERS
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
 
@@ -64,6 +65,19 @@ def by_policy_version(session: Session, mode: RolloutMode | None = None) -> list
     ]
 
 
+def failed_infrastructure(session: Session) -> int:
+    """Failed rollouts whose last error names a part of the deployment
+    (:func:`app.core.failures.infrastructure_reason`, in SQL)."""
+    markers = INFRASTRUCTURE_MARKERS
+    names_a_part = or_(*(Rollout.last_error.contains(m, autoescape=True) for m in markers))
+    count = session.scalar(
+        select(func.count())
+        .select_from(Rollout)
+        .where(Rollout.status == RolloutStatus.FAILED, names_a_part)
+    )
+    return int(count or 0)
+
+
 def completed_per_minute(session: Session, window_minutes: int) -> float:
     """Rollouts that finished (succeeded or failed) per minute over the last window."""
     since = datetime.now(UTC) - timedelta(minutes=window_minutes)
@@ -86,6 +100,7 @@ def collect_stats(
         queue_depth=queue_depths(redis),
         in_flight=statuses[RolloutStatus.RUNNING.value],
         by_status=statuses,
+        failed_infrastructure=failed_infrastructure(session),
         completed_per_minute=completed_per_minute(session, window_minutes),
         window_minutes=window_minutes,
         by_policy_version=by_policy_version(session, mode),

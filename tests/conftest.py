@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 import redis
+from helpers.factories import rollback_session
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
@@ -275,17 +276,8 @@ def db_session(db_engine: Engine) -> Iterator[Session]:
     see each other's rows. Rows that another process (a worker, the API server) must
     see need a real commit: use ``db_engine`` and unique ids for those.
     """
-    connection = db_engine.connect()
-    transaction = connection.begin()
-    session = Session(
-        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
-    )
-    try:
+    with rollback_session(db_engine) as session:
         yield session
-    finally:
-        session.close()
-        transaction.rollback()
-        connection.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

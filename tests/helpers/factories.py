@@ -3,13 +3,33 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.core.llm import LLMCall
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Goal, Rollout
+
+
+@contextmanager
+def rollback_session(engine: Engine) -> Iterator[Session]:
+    """A Session inside one outer transaction that is rolled back at the end (its commits
+    become savepoints), so a test's rows are gone after it and other tests never see them."""
+    connection = engine.connect()
+    transaction = connection.begin()
+    session = Session(
+        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+    try:
+        yield session
+    finally:
+        session.close()
+        transaction.rollback()
+        connection.close()
 
 
 def make_goal(session: Session, goal_id: int, *, split: str = "train", **fields: Any) -> Goal:

@@ -22,14 +22,14 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from helpers.processes import REPO, WSRL, ServiceProcess, child_env, reconciler
 from helpers.stack import RolloutStack, isolated_settings
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app.commands.eval import Outcome, score_of
@@ -138,10 +138,42 @@ def _check_outcome(
         assert not lost, "resent only: nothing failed, nothing marked lost"
     else:
         assert not repairs, "nothing resent, nothing marked lost"
+    _check_eval_line(rows, eval_result)
+
+
+def _check_eval_line(rows: Sequence[Row], eval_result: tuple[int, str, str]) -> None:
+    """``wsrl eval``'s last line is the score of the rows, nothing failed, exit 0."""
     code, out, err = eval_result
     expected = score_of([Outcome(str(s), r, e) for s, r, e in rows]).line()
     assert out.strip().splitlines()[-1] == expected, err
     assert expected.endswith(f"episodes={GOALS} failed=0") and code == 0, err
+
+
+def _outage_drill(
+    tmp_path: Path,
+    settings: Settings,
+    part: str,
+    take_down: Callable[[RolloutStack], None],
+    bring_back: Callable[[RolloutStack], None],
+    outage: str | None = None,
+    resent: bool = False,
+) -> None:
+    """Takes ``part`` down for ``OUTAGE_S`` once every eval rollout has started, brings it
+    back and checks the outcome (``outage``, ``resent``: as :func:`_check_outcome`)."""
+    with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
+        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
+        try:
+            with _running_eval(stack) as eval_done:
+                ids = _wait_all_started(stack)
+                take_down(stack)
+                time.sleep(OUTAGE_S)
+                bring_back(stack)
+                recovery_s = _wait_final(stack, ids, time.monotonic())
+                result = eval_done()
+            print(f"{part} down 60s: all {GOALS} rollouts final {recovery_s:.1f}s after its return")
+            _check_outcome(stack, ids, result, reconcile, outage, resent)
+        finally:
+            reconcile.stop()
 
 
 @pytest.fixture
@@ -168,20 +200,7 @@ def test_llm_server_down_60s_is_waited_out(
 ) -> None:
     settings = isolated_settings(make_database, redis_url, tmp_path)
     settings = drill_settings(settings.database_url, redis_url)
-    with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
-        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
-        try:
-            with _running_eval(stack) as eval_done:
-                ids = _wait_all_started(stack)
-                stack.llm.stop()
-                time.sleep(OUTAGE_S)
-                stack.llm.start()
-                recovery_s = _wait_final(stack, ids, time.monotonic())
-                result = eval_done()
-            print(f"LLM down 60s: all {GOALS} rollouts final {recovery_s:.1f}s after its return")
-            _check_outcome(stack, ids, result, reconcile)
-        finally:
-            reconcile.stop()
+    _outage_drill(tmp_path, settings, "LLM", lambda st: st.llm.stop(), lambda st: st.llm.start())
 
 
 def test_postgres_down_60s_is_waited_out(
@@ -197,24 +216,16 @@ def test_postgres_down_60s_is_waited_out(
     url = server.start(port)
     try:
         migrate.upgrade(url)
+
+        def back(stack: RolloutStack) -> None:
+            assert server.start(port) == url
+
+        # An LLM call reads the policy version from Postgres, so attempts fail on the
+        # database meanwhile: recorded, not counted, retried after it.
         settings = drill_settings(url, redis_url)
-        with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
-            reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S)
-            reconcile.start()
-            try:
-                with _running_eval(stack) as eval_done:
-                    ids = _wait_all_started(stack)
-                    server.stop()
-                    time.sleep(OUTAGE_S)
-                    assert server.start(port) == url
-                    recovery_s = _wait_final(stack, ids, time.monotonic())
-                    result = eval_done()
-                print(f"Postgres down 60s: all {GOALS} final {recovery_s:.1f}s after its return")
-                # An LLM call reads the policy version from Postgres, so attempts fail
-                # on the database meanwhile: recorded, not counted, retried after it.
-                _check_outcome(stack, ids, result, reconcile, outage="OperationalError")
-            finally:
-                reconcile.stop()
+        _outage_drill(
+            tmp_path, settings, "Postgres", lambda st: server.stop(), back, "OperationalError"
+        )
     finally:
         server.stop()
 
@@ -227,21 +238,10 @@ def test_env_server_down_60s_is_waited_out(
 ) -> None:
     settings = isolated_settings(make_database, redis_url, tmp_path)
     settings = drill_settings(settings.database_url, redis_url)
-    with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
-        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
-        try:
-            with _running_eval(stack) as eval_done:
-                ids = _wait_all_started(stack)
-                stack.env.stop()
-                time.sleep(OUTAGE_S)
-                stack.env.start()
-                recovery_s = _wait_final(stack, ids, time.monotonic())
-                result = eval_done()
-            print(f"env down 60s: all {GOALS} rollouts final {recovery_s:.1f}s after its return")
-            # The sessions died with the server: those attempts fail on it, not counted.
-            _check_outcome(stack, ids, result, reconcile, outage="env error")
-        finally:
-            reconcile.stop()
+    # The sessions died with the server: those attempts fail on it, not counted.
+    _outage_drill(
+        tmp_path, settings, "env", lambda st: st.env.stop(), lambda st: st.env.start(), "env error"
+    )
 
 
 def test_redis_flushed_mid_run_is_recovered(
@@ -273,16 +273,13 @@ def test_redis_flushed_mid_run_is_recovered(
             print(f"redis flushed: all {GOALS} rollouts final {recovery_s:.1f}s after the flush")
             assert stack.statuses(ids) == {"succeeded": GOALS}
             stack.check_training_data(ids)
-            code, out, err = result
             with session_scope(stack.sessions) as session:
                 rows = session.execute(
                     select(Rollout.status, Rollout.reward, Rollout.last_error).where(
                         Rollout.id.in_(ids)
                     )
                 ).all()
-            expected = score_of([Outcome(str(s), r, e) for s, r, e in rows]).line()
-            assert out.strip().splitlines()[-1] == expected, err
-            assert expected.endswith(f"episodes={GOALS} failed=0") and code == 0, err
+            _check_eval_line(rows, result)
         finally:
             reconcile.stop()
 
@@ -302,25 +299,18 @@ def test_redis_down_60s_is_waited_out(
     try:
         settings = isolated_settings(make_database, url, tmp_path)
         settings = drill_settings(settings.database_url, url)
-        with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
-            reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S)
-            reconcile.start()
-            try:
-                with _running_eval(stack) as eval_done:
-                    ids = _wait_all_started(stack)
-                    time.sleep(1.5)  # appendfsync everysec: the queue state is on disk
-                    server.stop()
-                    time.sleep(OUTAGE_S)
-                    assert server.start(port) == url
-                    recovery_s = _wait_final(stack, ids, time.monotonic())
-                    result = eval_done()
-                print(f"Redis down 60s: all {GOALS} final {recovery_s:.1f}s after its return")
-                # An LLM call reads the policy endpoint from Redis: attempts fail on it
-                # meanwhile, recorded as outage retries, not counted. Their rollouts are
-                # queued again in Postgres while the broker is down, so the reconciler
-                # sends their messages once it is back.
-                _check_outcome(stack, ids, result, reconcile, outage="Redis", resent=True)
-            finally:
-                reconcile.stop()
+
+        def down(stack: RolloutStack) -> None:
+            time.sleep(1.5)  # appendfsync everysec: the queue state is on disk
+            server.stop()
+
+        def back(stack: RolloutStack) -> None:
+            assert server.start(port) == url
+
+        # An LLM call reads the policy endpoint from Redis: attempts fail on it meanwhile,
+        # recorded as outage retries, not counted. Their rollouts are queued again in
+        # Postgres while the broker is down, so the reconciler sends their messages once
+        # it is back.
+        _outage_drill(tmp_path, settings, "Redis", down, back, "Redis", resent=True)
     finally:
         server.stop()

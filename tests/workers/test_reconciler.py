@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers.factories import make_goal, make_rollout
+from helpers.factories import make_goal, make_rollout, rollback_session
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -56,17 +56,8 @@ def own_engine(make_database: Callable[[], str]) -> Iterator[Engine]:
 @pytest.fixture
 def db_session(own_engine: Engine) -> Iterator[Session]:
     """As the shared fixture of that name (rolled back after the test), on ``own_engine``."""
-    connection = own_engine.connect()
-    transaction = connection.begin()
-    session = Session(
-        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
-    )
-    try:
+    with rollback_session(own_engine) as session:
         yield session
-    finally:
-        session.close()
-        transaction.rollback()
-        connection.close()
 
 
 @pytest.fixture(autouse=True)

@@ -59,10 +59,10 @@ def time_limits(settings: Settings) -> TimeLimits:
     return TimeLimits(episode_s=episode, soft_s=episode, hard_s=hard, visibility_s=visibility)
 
 
-def restore_interval_s(visibility_s: float) -> float:
-    """Seconds between scans for expired unacknowledged messages: a quarter of the
-    visibility timeout, between 1 and 10 s."""
-    return max(1.0, min(10.0, visibility_s / 4))
+def restore_interval_s(visibility_s: float) -> int:
+    """Whole seconds between scans for expired unacknowledged messages (kombu takes an
+    int): a quarter of the visibility timeout, between 1 and 10 s."""
+    return max(1, min(10, int(visibility_s / 4)))
 
 
 def queue_for_mode(mode: str) -> str:
@@ -94,9 +94,9 @@ def create_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_transport_options={
             "visibility_timeout": limits.visibility_s,
-            # kombu scans for expired unacknowledged messages every interval x throttle
-            # seconds (100 s by default); scan every few seconds instead, so a dead
-            # worker's jobs come back about visibility_timeout after it died.
+            # kombu (>= 5.7) scans for expired unacknowledged messages every interval x
+            # throttle seconds (10 x 10 s by default); scan every few seconds instead, so
+            # a dead worker's jobs come back about visibility_timeout after it died.
             "unacked_restore_interval": restore_interval_s(limits.visibility_s),
             "unacked_restore_throttle": 1,
             # Pub/sub of events is scoped to the Redis db, so two deployments (or test

@@ -58,5 +58,19 @@ def test_eval_rollouts_go_to_the_eval_queue() -> None:
 
 
 def test_restore_interval_is_bounded() -> None:
-    assert restore_interval_s(2) == 1.0
-    assert restore_interval_s(10_000) == 10.0
+    assert restore_interval_s(2) == 1
+    assert restore_interval_s(17) == 4
+    assert restore_interval_s(10_000) == 10
+
+
+def test_the_redis_transport_takes_the_restore_cadence(redis_url: str) -> None:
+    """kombu before 5.7 ignored these two options and scanned every 100 s, so a dead
+    worker's messages came back up to 100 s after the visibility timeout: the channel the
+    workers consume on must carry them."""
+    settings = Settings(_env_file=None, redis_url=redis_url, broker_visibility_timeout_s=16)
+    celery = create_celery(settings)
+    with celery.connection_for_read() as connection:
+        channel = connection.default_channel
+        assert channel.visibility_timeout == 16
+        assert channel.unacked_restore_interval == 4
+        assert channel.unacked_restore_throttle == 1

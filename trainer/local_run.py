@@ -1,15 +1,17 @@
 """Wiring of a local training run: database, Redis, policy server, backend, scheduler, loop.
 
-:func:`start_local_trainer` resumes from the newest committed checkpoint (or the given
-model), serves those weights on an in-process policy server, publishes them as
-``serving`` and returns a ready :class:`~trainer.loop.TrainLoop`. Used by ``wsrl train``,
-the tests and the benchmark.
+:class:`LocalTraining` is the local backend as the shared loop sees it
+(:class:`~trainer.loop.TrainBackend`). :func:`start_local_trainer` resumes from the newest
+committed checkpoint (or the given model), serves those weights on an in-process policy
+server, publishes them as ``serving`` and returns a ready :class:`~trainer.loop.TrainLoop`.
+Used by ``wsrl train``, the tests and the benchmark.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,18 +21,82 @@ from redis import Redis
 from sqlalchemy import Engine
 
 from app.config import Settings
-from app.core.celery import create_celery
-from app.core.endpoint import EndpointStatus
-from app.db.session import make_engine, make_sessionmaker
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer import checkpoints
+from trainer.algorithms import rollout_advantages
 from trainer.backends.local import LocalBackend
 from trainer.config import TrainerConfig
-from trainer.loop import LoopOptions, TrainLoop
+from trainer.loop import LoopOptions, TrainLoop, resume
 from trainer.policy_server import PolicyServer, ServerHandle
-from trainer.publish import Publisher
+from trainer.publish import Publisher, committed_step
+from trainer.samples import RolloutRecord, Sample, build_samples
 from trainer.scheduler import Scheduler
 from trainer.tracking import MetricsLogger
 
 logger = logging.getLogger(__name__)
+
+
+class LocalTraining:
+    """The local backend in the loop: samples and advantages of
+    :mod:`trainer.algorithms`, an update in this process, :mod:`trainer.checkpoints`, and a
+    copy of the weights swapped into the in-process policy server (which keeps serving
+    the previous version during the update)."""
+
+    pauses_serving = False
+
+    def __init__(
+        self,
+        backend: LocalBackend,
+        server: PolicyServer,
+        config: TrainerConfig,
+        options: LoopOptions,
+    ) -> None:
+        self.backend, self.server, self.config, self.options = backend, server, config, options
+
+    def prepare(self, records: Sequence[RolloutRecord]) -> tuple[list[Sample] | None, dict]:
+        advantages = rollout_advantages(
+            [r.reward for r in records], [r.group_id for r in records], self.config
+        )
+        samples, stats = build_samples(
+            records,
+            {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
+            self.config.sample_mode,
+            self.config.max_sample_tokens,
+            self.config.sample_weighting,
+        )
+        return samples or None, stats.as_metrics()
+
+    def update(self, batch: list[Sample], step: int, version: int) -> dict[str, float]:
+        metrics = self.backend.update(batch)
+        self.backend.version = version
+        return metrics
+
+    def save(self, step: int, version: int) -> str:
+        """Step ``step``'s checkpoint; the older ones beyond ``keep_checkpoints`` go first
+        (all of them are committed: an uncommitted one is removed on restart)."""
+        directory = self.options.checkpoint_dir
+        checkpoints.prune(directory, self.options.keep_checkpoints)
+        return str(checkpoints.save_checkpoint(directory, step, version, self.backend).path)
+
+    def swap(self, version: int) -> None:
+        self.server.swap(copy.deepcopy(self.backend.model), version)
+
+
+def resume_point(
+    sessions: Any, checkpoint_dir: Path
+) -> tuple[checkpoints.Checkpoint | None, int, int]:
+    """(checkpoint to load or None, last committed step, version to serve it as)."""
+    with session_scope(sessions) as session:
+        checkpoint = checkpoints.usable_checkpoint(checkpoint_dir, committed_step(session))
+    done, version = resume(sessions, checkpoint.version if checkpoint else None)
+    if checkpoint is not None and checkpoint.step < done:
+        logger.warning(
+            "checkpoint of step %d is older than the last committed step %d (steps "
+            "without an update, or removed checkpoints); continuing from its weights",
+            checkpoint.step,
+            done,
+        )
+    return checkpoint, done, version
 
 
 @dataclass
@@ -42,6 +108,11 @@ class LocalTrainer:
     engine: Engine
     redis: Redis
     resumed_from: Path | None
+
+    @property
+    def backend(self) -> LocalBackend:
+        """The policy being trained (its model, optimizer and tokenizer)."""
+        return self.loop.backend.backend  # type: ignore[attr-defined]
 
     @property
     def base_url(self) -> str:
@@ -95,7 +166,7 @@ def start_local_trainer(
     containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0)."""
     engine = make_engine(settings, pool_size=4)
     sessions = make_sessionmaker(engine)
-    checkpoint, done, version = TrainLoop.resume_point(sessions, options.checkpoint_dir)
+    checkpoint, done, version = resume_point(sessions, options.checkpoint_dir)
     source = checkpoint.path if checkpoint else model_path
     backend = LocalBackend(source, config, version=version)
     if checkpoint is not None:
@@ -110,17 +181,16 @@ def start_local_trainer(
     )
     handle = server.start(policy_host, policy_port)
     redis = Redis.from_url(settings.resolved_redis_url())
-    publisher = Publisher(sessions, redis, server, advertised_url(handle.base_url, advertise_host))
+    base_url = advertised_url(handle.base_url, advertise_host)
+    publisher = Publisher(sessions, redis, base_url, server.model_name)
     scheduler = None
     if enqueue:
-        scheduler = Scheduler(
-            create_celery(settings),
+        scheduler = Scheduler.for_run(
             settings,
-            group_size=config.group_size,
-            target_groups=config.batch_groups * (1 + config.max_staleness),
+            config,
+            done,
             split=split,
             sampling=sampling,
-            seed=config.seed + done,
             starts=train_starts,
             eval_goals=eval_goals,
             eval_sampling=eval_sampling,
@@ -129,12 +199,12 @@ def start_local_trainer(
         config,
         options,
         sessions,
-        backend,
+        LocalTraining(backend, server, config, options),
         publisher,
         scheduler,
         step=done,
         version=version,
         metrics=metrics,
     )
-    publisher.publish(version, EndpointStatus.SERVING, str(source))
+    loop.publish_current(str(source))
     return LocalTrainer(loop, handle, engine, redis, checkpoint.path if checkpoint else None)

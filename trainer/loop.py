@@ -1,19 +1,22 @@
-"""The training loop: wait for complete groups, update, checkpoint, commit, sync, publish.
+"""The training loop of both backends: wait for complete groups, update, save, commit, publish.
 
 One step, top to bottom:
 
 1. **wait** - top up the queue (:mod:`trainer.scheduler`) and poll Postgres until
    ``batch_groups`` complete, untrained groups within ``max_staleness`` exist.
 2. **batch** - load their succeeded rollouts with the LLM calls of the one succeeded
-   attempt, compute advantages within each group, build token-exact samples.
-3. **update** - one policy update of the backend.
-4. **checkpoint** - save step N under ``<data_dir>/trainer/checkpoints`` (atomic).
+   attempt, leave groups with equal rewards out, and let the backend build its batch
+   (:meth:`TrainBackend.prepare`: token-exact samples and advantages, its own way).
+3. **update** - one policy update of the backend (announced ``paused`` first when the
+   backend cannot serve meanwhile: verl's colocated vLLM sleeps during the update).
+4. **checkpoint** - the backend saves step N (atomic, or verl's own checkpoint).
 5. **commit** - one transaction: the ``train_steps`` row with the metrics, and every
    rollout of the used groups marked with step N. The marking only touches rollouts that
    are still unmarked and fails the transaction otherwise, so a group is never trained
    twice, even by two trainers on one database.
-6. **sync / publish** - publish version v+1 ``paused``, swap the weights into the policy
-   server, publish ``serving``; the phase times are then merged into the step's metrics.
+6. **sync / publish** - publish version v+1 ``paused``, the backend swaps the weights into
+   its inference server, publish ``serving`` (:class:`~trainer.publish.Publisher`); the
+   phase times are then merged into the step's metrics.
 7. **log** - the step's metrics, and every held-out round finished meanwhile, go to the
    metrics logger (:mod:`trainer.tracking`: TensorBoard, W&B, MLflow).
 
@@ -23,10 +26,12 @@ stays stale), or with fewer than ``min_group_rollouts`` succeeded rollouts. Thei
 get ``train_step`` = the step that retired them; the step's ``rollouts_used`` counts only
 the rollouts trained on, and ``batch/retired_groups`` how many groups were retired.
 
-Restart: the newest checkpoint whose step was committed is loaded (see
-:mod:`trainer.checkpoints`), its optimizer state included, and numbering continues after
-the last committed step; the restored weights are published again (under a new version
-when anything newer was published meanwhile), so versions only go up.
+Restart: step and version come from Postgres (:func:`resume`): numbering continues after
+the last committed step, and the restored weights are published again (under a new
+version when anything newer was published meanwhile), so versions only go up. Which
+weights are restored is the backend's business (:mod:`trainer.checkpoints` for the local
+one, verl's checkpoints for verl); neither loads a checkpoint newer than the last
+committed step.
 """
 
 from __future__ import annotations
@@ -39,26 +44,56 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.endpoint import next_version, resume_version
+from app.core.endpoint import EndpointStatus, next_version, resume_version
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
-from trainer import checkpoints
-from trainer.algorithms import rollout_advantages
 from trainer.batches import Selection
 from trainer.config import TrainerConfig
 from trainer.publish import Publisher, committed_step
 from trainer.ready_groups import load_ready_groups, record_train_step
-from trainer.samples import RolloutRecord, build_samples
+from trainer.samples import RolloutRecord
 from trainer.scheduler import Scheduler
 from trainer.tracking import EvalRounds, MetricsLogger
 
 logger = logging.getLogger(__name__)
+
+
+class TrainBackend(Protocol):
+    """What the loop needs from a backend: the update and the weights, nothing of Postgres.
+
+    The local backend (:class:`trainer.local_run.LocalTraining`) trains in this process
+    and serves on an in-process policy server; verl's
+    (:class:`trainer.backends.verl.trainer.VerlBackend`) trains with Ray/FSDP and serves
+    from vLLM replicas.
+    """
+
+    pauses_serving: bool
+    """True when the inference server cannot answer during the update (verl colocated:
+    vLLM sleeps); the loop then publishes the current version ``paused`` first."""
+
+    def prepare(self, records: Sequence[RolloutRecord]) -> tuple[Any | None, dict[str, float]]:
+        """The batch the update takes, built from ``records`` (whole groups, possibly none),
+        and its metrics; batch None when nothing in it can be trained (every sample too long)."""
+        ...
+
+    def update(self, batch: Any, step: int, version: int) -> dict[str, float]:
+        """One policy update on a prepared batch; the weights become ``version``."""
+        ...
+
+    def save(self, step: int, version: int) -> str | None:
+        """Checkpoint the updated weights as ``step`` (before it is committed); the path, or
+        None when this step saves none."""
+        ...
+
+    def swap(self, version: int) -> None:
+        """Load the current weights into the inference server(s) (the endpoint is paused)."""
+        ...
 
 
 class AlreadyTrainedError(RuntimeError):
@@ -70,9 +105,11 @@ class LoopOptions:
     """How the loop runs (the algorithm is in :class:`~trainer.config.TrainerConfig`)."""
 
     checkpoint_dir: Path
-    """Where step checkpoints go (``<data_dir>/trainer/checkpoints`` by default)."""
+    """Where the backend keeps its checkpoints (local: ``<data_dir>/trainer/checkpoints``
+    by default; verl: ``trainer.default_local_dir``)."""
     keep_checkpoints: int = 2
-    """Checkpoints kept on disk (the newest ones)."""
+    """Committed checkpoints kept on disk (the newest ones; verl:
+    ``trainer.max_actor_ckpt_to_keep``)."""
     poll_s: float = 1.0
     """Seconds between looks at Postgres while waiting for complete groups."""
     skip_zero_variance: bool = True
@@ -140,6 +177,14 @@ def commit_step(
     )
 
 
+def resume(sessions: sessionmaker[Session], checkpoint_version: int | None) -> tuple[int, int]:
+    """(last committed step, version to serve restored weights as), from Postgres: a
+    restart in any state neither repeats a step number nor moves versions back, whatever
+    checkpoint the weights came from (``checkpoint_version`` None: none, or unknown)."""
+    with session_scope(sessions) as session:
+        return committed_step(session), resume_version(session, checkpoint_version)
+
+
 def merge_metrics(session: Session, step: int, extra: dict[str, float]) -> None:
     """Adds ``extra`` to a committed step's metrics (phase times known only after publish)."""
     row = session.get(TrainStep, step, with_for_update=True)
@@ -155,7 +200,7 @@ class TrainLoop:
         config: TrainerConfig,
         options: LoopOptions,
         sessions: sessionmaker[Session],
-        backend: Any,
+        backend: TrainBackend,
         publisher: Publisher,
         scheduler: Scheduler | None,
         *,
@@ -171,27 +216,9 @@ class TrainLoop:
 
     # --- start / restart ---------------------------------------------------------------
 
-    @staticmethod
-    def resume_point(
-        sessions: sessionmaker[Session], checkpoint_dir: Path
-    ) -> tuple[checkpoints.Checkpoint | None, int, int]:
-        """(checkpoint to load or None, last committed step, version to serve it as)."""
-        with session_scope(sessions) as session:
-            done = committed_step(session)
-            checkpoint = checkpoints.usable_checkpoint(checkpoint_dir, done)
-            version = resume_version(session, checkpoint.version if checkpoint else None)
-        if checkpoint is not None and checkpoint.step < done:
-            logger.warning(
-                "checkpoint of step %d is older than the last committed step %d (steps "
-                "without an update, or removed checkpoints); continuing from its weights",
-                checkpoint.step,
-                done,
-            )
-        return checkpoint, done, version
-
     def publish_current(self, checkpoint: str | None = None) -> None:
-        """Serve the current weights as the current version (at start and after a restart)."""
-        self.publisher.sync(self.backend.model, self.version, checkpoint)
+        """Announce the served weights as the current version (at start and after a restart)."""
+        self.publisher.publish(self.version, EndpointStatus.SERVING, checkpoint)
 
     # --- one step ----------------------------------------------------------------------
 
@@ -222,44 +249,27 @@ class TrainLoop:
     def train_on(
         self, records: list[RolloutRecord], selection: Selection, wait_s: float
     ) -> StepResult:
-        """Steps 2-6 of the module docstring on a ready batch."""
+        """Steps 2-7 of the module docstring on a ready batch."""
         times: dict[str, float] = {"time/wait_s": wait_s}
         started = time.perf_counter()
-        advantages = rollout_advantages(
-            [r.reward for r in records], [r.group_id for r in records], self.config
-        )
         learn_from, flat = self._informative(records)
-        samples, stats = build_samples(
-            learn_from,
-            {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},
-            self.config.sample_mode,
-            self.config.max_sample_tokens,
-            self.config.sample_weighting,
-        )
+        batch, batch_stats = self.backend.prepare(learn_from)
         times["time/batch_s"] = time.perf_counter() - started
         step = self.step + 1
         metrics: dict[str, Any] = {
             **batch_metrics(records),
             **selection.as_metrics(),
-            **stats.as_metrics(),
+            **batch_stats,
             "batch/retired_groups": float(len(selection.discarded)),
             "batch/zero_variance_groups": float(flat),
         }
-        checkpoint_path: str | None = None
-        if samples:
-            with session_scope(self.sessions) as session:
-                version = next_version(session, self.version)
+        checkpoint: str | None = None
+        if batch is not None:
+            version = self._update(batch, step, metrics, times)
             started = time.perf_counter()
-            metrics.update(self.backend.update(samples))
-            self.backend.version = version
-            times["time/update_s"] = time.perf_counter() - started
-            started = time.perf_counter()
-            saved = checkpoints.save_checkpoint(
-                self.options.checkpoint_dir, step, version, self.backend
-            )
-            checkpoint_path = str(saved.path)
+            checkpoint = self.backend.save(step, version)
             times["time/checkpoint_s"] = time.perf_counter() - started
-        else:  # every sample dropped: the groups are used up, the weights unchanged
+        else:  # nothing to learn from: the groups are used up, the weights unchanged
             version = self.version
             metrics["update/skipped"] = 1.0
         metrics["policy/version"] = float(version)
@@ -271,9 +281,8 @@ class TrainLoop:
         self.step = step
         if version != self.version:
             self.version = version
-            synced = self.publisher.sync(self.backend.model, version, checkpoint_path)
+            synced = self.publisher.sync(version, checkpoint, lambda: self.backend.swap(version))
             times["time/sync_s"], times["time/publish_s"] = synced.sync_s, synced.publish_s
-            checkpoints.prune(self.options.checkpoint_dir, self.options.keep_checkpoints)
             if self.options.eval_every and version % self.options.eval_every == 0:
                 self._enqueue_eval()
         times["time/step_s"] = sum(v for k, v in times.items() if k != "time/wait_s")
@@ -281,6 +290,21 @@ class TrainLoop:
         with session_scope(self.sessions) as session:
             merge_metrics(session, step, times)
         metrics.update(times)
+        self._log(step, version, metrics, len(records))
+        return StepResult(step, version, len(records), metrics)
+
+    def _update(self, batch: Any, step: int, metrics: dict[str, Any], times: dict) -> int:
+        """The backend's update; returns the version its weights now are."""
+        with session_scope(self.sessions) as session:
+            version = next_version(session, self.version)
+        if self.backend.pauses_serving:
+            self.publisher.publish(self.version, EndpointStatus.PAUSED, None)
+        started = time.perf_counter()
+        metrics.update(self.backend.update(batch, step, version))
+        times["time/update_s"] = time.perf_counter() - started
+        return version
+
+    def _log(self, step: int, version: int, metrics: dict[str, Any], rollouts: int) -> None:
         if self.metrics is not None:
             self.metrics.log(metrics, step)
         if self.eval_rounds is not None:
@@ -291,10 +315,9 @@ class TrainLoop:
             version,
             metrics["reward/mean"],
             metrics["reward/success"],
-            len(records),
-            times["time/step_s"],
+            rollouts,
+            metrics["time/step_s"],
         )
-        return StepResult(step, version, len(records), metrics)
 
     def _enqueue_eval(self, only_if_first: bool = False) -> None:
         if self.scheduler is None or not self.options.eval_every:

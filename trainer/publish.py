@@ -1,17 +1,17 @@
 """Weight sync and endpoint publication: paused -> swap -> serving, versions only going up.
 
-The trainer serves its own weights with :class:`trainer.policy_server.PolicyServer`. A
-sync first publishes the new version as ``paused`` (workers wait instead of calling), then
-swaps a copy of the trained weights into the server (the server finishes the batch in
-flight first), then publishes ``serving``. Each publication is a ``policy_versions`` row
-plus the Redis record, written by :func:`app.core.endpoint.publish_policy`, so the
-API, ``wsrl status`` and the workers all agree on the version.
+A sync first publishes the new version as ``paused`` (workers wait instead of calling),
+then lets the backend swap the trained weights into its inference server (the local
+policy server, or verl's vLLM replicas), then publishes ``serving``. Each publication is a
+``policy_versions`` row plus the Redis record, written by
+:func:`app.core.endpoint.publish_policy`, so the API, ``wsrl status`` and the workers all
+agree on the version. Both backends publish through this one class.
 """
 
 from __future__ import annotations
 
-import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from redis import Redis
@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.endpoint import EndpointStatus, PolicyEndpoint, publish_policy
 from app.db.models import TrainStep
 from app.db.session import session_scope
-from trainer.policy_server import PolicyServer
 
 
 def committed_step(session: Session) -> int:
@@ -36,19 +35,16 @@ class SyncTimes:
 
 
 class Publisher:
-    """Publishes the trainer's policy server under increasing versions."""
+    """Publishes the trainer's inference endpoint under increasing versions."""
 
     def __init__(
-        self,
-        sessions: sessionmaker[Session],
-        redis: Redis,
-        server: PolicyServer,
-        base_url: str,
+        self, sessions: sessionmaker[Session], redis: Redis, base_url: str, model_name: str
     ) -> None:
-        self.sessions, self.redis, self.server, self.base_url = sessions, redis, server, base_url
+        self.sessions, self.redis = sessions, redis
+        self.base_url, self.model_name = base_url, model_name
 
     def endpoint(self, version: int, status: EndpointStatus) -> PolicyEndpoint:
-        return PolicyEndpoint(self.base_url, self.server.model_name, version, status)
+        return PolicyEndpoint(self.base_url, self.model_name, version, status)
 
     def publish(self, version: int, status: EndpointStatus, checkpoint: str | None) -> None:
         with session_scope(self.sessions) as session:
@@ -56,13 +52,13 @@ class Publisher:
                 session, self.redis, self.endpoint(version, status), checkpoint=checkpoint
             )
 
-    def sync(self, model: object, version: int, checkpoint: str | None) -> SyncTimes:
-        """paused -> swap a copy of ``model`` into the server -> serving, all as ``version``."""
+    def sync(self, version: int, checkpoint: str | None, swap: Callable[[], None]) -> SyncTimes:
+        """paused -> ``swap()`` (the backend loads the new weights) -> serving, as ``version``."""
         started = time.perf_counter()
         self.publish(version, EndpointStatus.PAUSED, checkpoint)
         paused_s = time.perf_counter() - started
         swap_started = time.perf_counter()
-        self.server.swap(copy.deepcopy(model), version)
+        swap()
         sync_s = time.perf_counter() - swap_started
         serving_started = time.perf_counter()
         self.publish(version, EndpointStatus.SERVING, checkpoint)

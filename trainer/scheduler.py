@@ -26,10 +26,12 @@ from sqlalchemy import distinct, func, select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.celery import create_celery
 from app.core.enqueue import choose_goals, enqueue_rollouts
 from app.core.opening import parse_start
 from app.db.lifecycle import RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import Rollout
+from trainer.config import TrainerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,23 @@ class Scheduler:
             raise ValueError("starts is empty: give at least one of search, results, item")
         self.starts = tuple(parse_start(start).value for start in self.starts)
         self._rng = random.Random(self.seed)
+
+    @classmethod
+    def for_run(
+        cls, settings: Settings, config: TrainerConfig, done: int, **options: Any
+    ) -> Scheduler:
+        """The scheduler of a run (either backend): groups of ``group_size``,
+        ``batch_groups x (1 + max_staleness)`` of them outstanding, goal draws seeded by the
+        config's seed plus the last committed step ``done`` (a restart draws other goals).
+        ``options``: the other fields (split, sampling, starts, eval_goals, ...)."""
+        return cls(
+            create_celery(settings),
+            settings,
+            group_size=config.group_size,
+            target_groups=config.batch_groups * (1 + config.max_staleness),
+            seed=config.seed + done,
+            **options,
+        )
 
     def missing(self, session: Session) -> int:
         return max(self.target_groups - outstanding_groups(session), 0)

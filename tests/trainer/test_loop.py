@@ -143,9 +143,9 @@ def test_restart_resumes_from_checkpoint_and_discards_uncommitted_one(
         assert (trainer.loop.step, trainer.loop.version) == (1, 1)
         # A crash after step 2's checkpoint was written but before its commit:
         uncommitted = checkpoints.save_checkpoint(
-            trainer.loop.options.checkpoint_dir, 2, 2, trainer.loop.backend
+            trainer.loop.options.checkpoint_dir, 2, 2, trainer.backend
         )
-        weights = {k: v.clone() for k, v in trainer.loop.backend.model.state_dict().items()}
+        weights = {k: v.clone() for k, v in trainer.backend.model.state_dict().items()}
     finally:
         trainer.close()
     again = start(fresh_settings, tiny_checkpoint, config)
@@ -153,9 +153,9 @@ def test_restart_resumes_from_checkpoint_and_discards_uncommitted_one(
         assert not uncommitted.path.exists()
         assert (again.loop.step, again.loop.version) == (1, 1)
         assert again.resumed_from is not None and again.resumed_from.name == "step-000001"
-        restored = again.loop.backend.model.state_dict()
+        restored = again.backend.model.state_dict()
         assert all((restored[k] == v).all() for k, v in weights.items())
-        assert again.loop.backend.optimizer.state  # AdamW moments came back too
+        assert again.backend.optimizer.state  # AdamW moments came back too
         results = again.loop.run(steps=2, wait_timeout_s=10)
         assert [(r.step, r.version) for r in results] == [(2, 2), (3, 3)]
     finally:
@@ -192,11 +192,11 @@ def test_groups_with_equal_rewards_are_used_up_without_an_update(
         groups = [add_group(session, [S, S], rewards=[0.0, 0.0]) for _ in range(2)]
     trainer = start(fresh_settings, tiny_checkpoint)
     try:
-        weights = {k: v.clone() for k, v in trainer.loop.backend.model.state_dict().items()}
+        weights = {k: v.clone() for k, v in trainer.backend.model.state_dict().items()}
         [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
         assert result.version == 0 and result.metrics["update/skipped"] == 1.0
         assert result.metrics["batch/zero_variance_groups"] == 2.0
-        after = trainer.loop.backend.model.state_dict()
+        after = trainer.backend.model.state_dict()
         assert all((after[k] == v).all() for k, v in weights.items())
         assert read_endpoint(trainer.redis).version == 0
     finally:

@@ -288,24 +288,9 @@ def test_grpo_over_rollouts_of_2_and_10_turns_is_verls_grpo_on_their_rewards(tok
     )
 
 
-class _ListFeed:
-    """Stand-in for the Postgres feed (tested on real Postgres in test_verl_feed.py): hands
-    over a fixed batch of complete groups."""
-
-    def __init__(self, rollouts: list[RolloutRecord]) -> None:
-        self.rollouts = rollouts
-
-    def request_groups(self, groups: int, group_size: int, split: str) -> None:
-        pass
-
-    def ready(self, current_version, max_staleness, groups, min_succeeded):
-        from trainer.backends.verl.feed import ReadyBatch
-
-        return ReadyBatch(self.rollouts, {"batch/incomplete": 0.0})
-
-
 def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokenizer) -> None:
-    """``WebShopPPOTrainer._collect`` on the ``fast`` config (its GPU parts never start)."""
+    """``WebShopPPOTrainer._batch`` on the ``fast`` config (its GPU parts never start: the
+    trainer is made with ``__new__`` and only the attributes ``_batch`` reads are set)."""
     from trainer.backends.verl.config import load_config
     from trainer.backends.verl.dataproto import PAD_ID
     from trainer.backends.verl.trainer import WebShopPPOTrainer
@@ -331,12 +316,9 @@ def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokeni
     ]
     trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
     trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
-    trainer.feed, trainer.version = _ListFeed(rollouts), 0
-    batch, rollout_ids, metrics = trainer._collect()
-    assert rollout_ids == ["a", "b", "x", "y"]
+    batch, metrics = trainer._batch(rollouts)
     assert metrics["batch/dropped_overlong"] == 1.0
     assert len(batch) % 4 == 0 and metrics["batch/padding_rows"] == len(batch) - 6
-    assert metrics["reward/mean"] == 0.5 and metrics["reward/success"] == 0.5
     ids = list(batch.non_tensor_batch["rollout_id"])
     assert "x" not in ids and ids.count(PAD_ID) == metrics["batch/padding_rows"]
     # y's group still counts x's reward: y (0.0) is below its group's mean (0.5)

@@ -15,6 +15,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from app.core.opening import parse_starts
+from trainer.config import TrainerConfig
+from trainer.loop import LoopOptions
+
 CONFIG_DIR = Path(__file__).parent / "configs"
 CONFIG_NAMES = ("smoke", "fast", "qwen", "qwen3b")
 MODES = ("colocated", "async")
@@ -50,6 +54,15 @@ def check_config(config: DictConfig) -> None:
             f"webshop.min_group_rollouts={shop.min_group_rollouts} must lie in "
             f"[2, rollout.n={rollout.n}]."
         )
+    if shop.eval_every < 0 or shop.eval_goals < 1:
+        raise ValueError(
+            f"webshop.eval_every={shop.eval_every} must be >= 0 (0: never) and "
+            f"webshop.eval_goals={shop.eval_goals} >= 1."
+        )
+    try:
+        parse_starts(",".join(shop.train_starts))
+    except ValueError as exc:
+        raise ValueError(f"webshop.train_starts: {exc}") from None
     if shop.sample_mode not in ("trajectory", "transition"):
         raise ValueError(f"webshop.sample_mode={shop.sample_mode!r}: trajectory or transition.")
     port = shop.endpoint.port
@@ -87,6 +100,37 @@ def _check_async(config: DictConfig) -> None:
             "with webshop.max_staleness=0 those rollouts would all be discarded. Set it >= 1 "
             "or use webshop.mode=colocated."
         )
+
+
+def trainer_config(config: DictConfig) -> TrainerConfig:
+    """What the shared loop (:mod:`trainer.loop`) and its scheduler read, from the verl
+    config: groups of ``rollout.n``, ``data.train_batch_size`` of them per update, the
+    ``webshop`` selection rules. The update itself follows verl's own keys."""
+    actor = config.actor_rollout_ref.actor
+    return TrainerConfig(
+        group_size=int(config.actor_rollout_ref.rollout.n),
+        batch_groups=int(config.data.train_batch_size),
+        max_staleness=int(config.webshop.max_staleness),
+        min_group_rollouts=int(config.webshop.min_group_rollouts),
+        sample_mode=str(config.webshop.sample_mode),
+        adv_estimator=str(config.algorithm.adv_estimator),
+        kl_coef=float(actor.kl_loss_coef) if actor.use_kl_loss else 0.0,
+        entropy_coef=float(actor.entropy_coeff),
+        seed=int(config.data.get("seed") or 0),
+    )
+
+
+def loop_options(config: DictConfig) -> LoopOptions:
+    """The shared loop's options: verl's checkpoint folder, the ``webshop`` polling and
+    evaluation cadence."""
+    shop = config.webshop
+    return LoopOptions(
+        checkpoint_dir=Path(str(config.trainer.default_local_dir)),
+        keep_checkpoints=int(config.trainer.max_actor_ckpt_to_keep or 1),
+        poll_s=float(shop.poll_interval_s),
+        skip_zero_variance=bool(shop.skip_zero_variance),
+        eval_every=int(shop.eval_every),
+    )
 
 
 def check_checkpoint_disk(config: DictConfig, free_bytes: int | None = None) -> None:

@@ -1,14 +1,13 @@
 """``wsrl train --backend verl``: compose the config, start Ray, run the trainer in a task actor.
 
 Mirrors verl's ``main_ppo_v0``: ``run_ppo`` starts Ray and a task-runner actor whose
-``run`` builds the workers and the trainer. Ours builds :class:`WebShopPPOTrainer` with a
-rollout feed (Postgres + Celery) and an endpoint publisher (Redis) made inside the actor,
-since connections do not cross process boundaries.
+``run`` builds the workers and the trainer. Ours builds :class:`WebShopPPOTrainer` with the
+settings and the metrics logger; its ``fit`` opens the Postgres and Redis connections of
+the shared loop inside the actor, since connections do not cross process boundaries.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -18,48 +17,6 @@ from omegaconf import DictConfig
 from trainer.backends.verl.config import check_checkpoint_disk, load_config
 
 logger = logging.getLogger(__name__)
-
-FEED_MODULE = "trainer.rollout_feed"
-"""Module providing ``make_rollout_feed(settings, config) -> RolloutFeed`` (the trainer
-loop's Postgres/Celery side, shared with the local backend)."""
-
-
-class MissingFeedError(RuntimeError):
-    """The module that pulls complete groups from Postgres is not installed."""
-
-
-def make_feed(config: DictConfig) -> Any:
-    """The Postgres/Celery feed; a clear error when the trainer loop's module is absent."""
-    from app.config import get_settings
-
-    try:
-        module = importlib.import_module(FEED_MODULE)
-    except ModuleNotFoundError as exc:
-        raise MissingFeedError(
-            f"the verl backend needs {FEED_MODULE}.make_rollout_feed (complete groups from "
-            f"Postgres, enqueue through Celery); it could not be imported: {exc}"
-        ) from exc
-    return module.make_rollout_feed(get_settings(), config)
-
-
-def make_publisher() -> Any:
-    """Publishes endpoints as every trainer does: a ``policy_versions`` row, then the Redis
-    key + channel the workers read (:func:`app.core.endpoint.publish_policy`)."""
-    from redis import Redis
-
-    from app.config import get_settings
-    from app.core.endpoint import PolicyEndpoint, publish_policy
-    from app.db.session import make_engine, make_sessionmaker, session_scope
-
-    settings = get_settings()
-    redis = Redis.from_url(settings.resolved_redis_url())
-    sessions = make_sessionmaker(make_engine(settings))
-
-    def publish(endpoint: PolicyEndpoint) -> None:
-        with session_scope(sessions) as session:
-            publish_policy(session, redis, endpoint)
-
-    return publish
 
 
 def make_metrics_logger(config: DictConfig) -> Any:
@@ -96,6 +53,7 @@ def _runner_class() -> Any:
         def run(self, config: DictConfig) -> None:
             # A Ray actor is a process of its own: without this, its INFO lines (steps,
             # publications) are never printed.
+            from app.config import get_settings
             from app.logging import setup_logging
 
             setup_logging()
@@ -113,8 +71,7 @@ def _runner_class() -> Any:
                 role_worker_mapping=self.role_worker_mapping,
                 resource_pool_manager=self.init_resource_pool_mgr(config),
                 ray_worker_group_cls=worker_group_cls,
-                feed=make_feed(config),
-                publish=make_publisher(),
+                settings=get_settings(),
                 metrics=make_metrics_logger(config),
             )
             trainer.init_workers()

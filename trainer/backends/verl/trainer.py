@@ -3,22 +3,24 @@
 Why the classic trainer and not a v1 one: ``RayPPOTrainer`` hands ``DataProto`` batches
 between plain methods (``_compute_old_log_prob``, ``_compute_ref_log_prob``,
 ``compute_advantage``, ``_update_actor``) and a ``CheckpointEngineManager`` that
-sleeps/wakes vLLM and syncs weights. We keep all of them and only write the loop that
-calls them (``fit``): one ``DataProto`` built from Postgres replaces one call to
-``async_rollout_manager.generate_sequences``. The v1 trainers (``PPOTrainerSync``,
-``PPOTrainerSeparateAsync``) move batches through TransferQueue as ``KVBatchMeta`` and
-sample from their own ``ReplayBuffer`` fed by verl's agent loop; feeding them our rollouts
-would mean writing a TransferQueue producer and a replay-buffer replacement, i.e. patching
-more of verl. The cost: ``RayPPOTrainer`` is deprecated in 0.9; the methods we call are
-the ones ``main_ppo_v0`` still uses, and the contract tests pin the batch layout.
+sleeps/wakes vLLM and syncs weights. We keep all of them; the loop that calls them is
+the project's one training loop (:class:`trainer.loop.TrainLoop`, the local backend's
+too), with :class:`VerlBackend` as its backend: one ``DataProto`` built from Postgres
+replaces one call to ``async_rollout_manager.generate_sequences``. The v1 trainers
+(``PPOTrainerSync``, ``PPOTrainerSeparateAsync``) move batches through TransferQueue as
+``KVBatchMeta`` and sample from their own ``ReplayBuffer`` fed by verl's agent loop;
+feeding them our rollouts would mean writing a TransferQueue producer and a replay-buffer
+replacement, i.e. patching more of verl. The cost: ``RayPPOTrainer`` is deprecated in
+0.9; the methods we call are the ones ``main_ppo_v0`` still uses, and the contract tests
+pin the batch layout.
 
 Modes (``webshop.mode``):
 
 colocated
     vLLM replicas share the training GPUs. Per step: publish ``serving`` -> rollouts run
     -> publish ``paused`` -> sleep replicas -> update -> wake + sync weights -> publish
-    ``serving`` with version + 1. Workers wait while paused, so no call sees half-synced
-    weights.
+    ``serving`` with version + 1 (``VerlBackend.pauses_serving``). Workers wait while
+    paused, so no call sees half-synced weights.
 async
     Standalone vLLM replicas on their own GPUs keep serving version v while the trainer
     updates; only the weight sync itself is ``paused``. Rollouts that straddle an update
@@ -27,34 +29,44 @@ async
 
 from __future__ import annotations
 
+import json
 import logging
-import time
-from collections.abc import Callable, Sequence
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import open_dict
+from redis import Redis
 from torch.utils.data import Dataset
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
 from verl.trainer.ppo.reward import extract_reward
 from verl.utils.config import omega_conf_to_dataclass
 
-from app.core.endpoint import EndpointStatus, PolicyEndpoint
+from app.config import Settings
+from app.core.enqueue import ensure_goals
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer.backends.verl.config import loop_options, trainer_config
 from trainer.backends.verl.dataproto import (
     build_dataproto,
     fitting_samples,
     pad_to_multiple,
     rollout_advantages,
 )
-from trainer.backends.verl.feed import ReadyBatch, RolloutFeed
 from trainer.backends.verl.relay import PortRelay, published_base_url
-from trainer.loop import batch_metrics
-from trainer.samples import build_samples
+from trainer.loop import TrainLoop, resume
+from trainer.publish import Publisher, committed_step
+from trainer.samples import RolloutRecord, build_samples
+from trainer.scheduler import Scheduler
 from trainer.tracking import MetricsLogger, shared_names
 
 logger = logging.getLogger(__name__)
 
-Publish = Callable[[PolicyEndpoint], None]
+STATE_FILE = "wsrl_state.json"
+"""Written into verl's ``global_step_<N>`` folder: the step and the policy version of
+its weights (verl's checkpoint knows neither our versions nor what was committed)."""
 
 
 def reduce_metric(key: str, values: Any) -> float:
@@ -69,9 +81,35 @@ def reduce_metric(key: str, values: Any) -> float:
     return float(np.mean(values))
 
 
+def committed_checkpoint(directory: Path, done: int) -> Path | None:
+    """The newest ``global_step_<K>`` folder with K <= ``done`` (the last committed step).
+
+    A newer one holds an update whose groups were never marked as trained (the step
+    crashed between its checkpoint and its commit); it is deleted, so that step is
+    trained again from the previous weights and no group is applied twice.
+    """
+    usable: tuple[int, Path] | None = None
+    for path in directory.glob("global_step_*"):
+        number = path.name.removeprefix("global_step_")
+        if not number.isdigit():
+            continue
+        if int(number) > done:
+            logger.warning("discarding verl checkpoint %s: step %d was never committed", path, done)
+            shutil.rmtree(path, ignore_errors=True)
+        elif usable is None or int(number) > usable[0]:
+            usable = (int(number), path)
+    return usable[1] if usable else None
+
+
+def checkpoint_version(folder: Path) -> int | None:
+    """The policy version saved beside a verl checkpoint (None: unknown)."""
+    state = folder / STATE_FILE
+    return int(json.loads(state.read_text())["version"]) if state.is_file() else None
+
+
 class GoalSlots(Dataset):
     """A placeholder dataset: ``RayPPOTrainer`` builds dataloaders in ``__init__``, but our
-    prompts are goals drawn by the feed, so the loaders are never iterated."""
+    prompts are goals drawn by the scheduler, so the loaders are never iterated."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -84,13 +122,12 @@ class GoalSlots(Dataset):
 
 
 class WebShopPPOTrainer(RayPPOTrainer):
-    """``RayPPOTrainer`` whose rollouts come from a :class:`RolloutFeed`."""
+    """``RayPPOTrainer`` trained by the shared loop on rollouts from Postgres."""
 
     def __init__(
         self,
         *args: Any,
-        feed: RolloutFeed,
-        publish: Publish,
+        settings: Settings,
         metrics: MetricsLogger | None = None,
         **kwargs: Any,
     ) -> None:
@@ -99,11 +136,9 @@ class WebShopPPOTrainer(RayPPOTrainer):
         kwargs.setdefault("val_dataset", GoalSlots(1))
         kwargs.setdefault("collate_fn", lambda items: items)
         super().__init__(*args, **kwargs)
-        self.feed = feed
-        self.publish = publish
+        self.settings = settings
         self.metrics = metrics
         self.shop = self.config.webshop
-        self.version = 0
         self.base_url = ""
         self.relay: PortRelay | None = None
 
@@ -144,49 +179,37 @@ class WebShopPPOTrainer(RayPPOTrainer):
         self.base_url = published_base_url(address, advertise, port, ray.util.get_node_ip_address())
         logger.info("workers are sent to %s (vLLM server %s)", self.base_url, address)
 
-    def _endpoint(self, status: EndpointStatus) -> PolicyEndpoint:
-        return PolicyEndpoint(
-            base_url=self.base_url,
-            model=str(self.shop.served_model_name),
-            version=self.version,
-            status=status,
-        )
-
-    def _sync_weights(self) -> None:
-        """Push the actor's weights into the serving replicas, announced as ``paused``."""
-        self.publish(self._endpoint(EndpointStatus.PAUSED))
-        self.serving_checkpoints.update_weights(self.global_steps)
-        self.publish(self._endpoint(EndpointStatus.SERVING))
-
     # --- one step ------------------------------------------------------------------------
-    def _collect(self) -> tuple[DataProto, list[str], dict[str, float]]:
-        """Waits for enough complete groups and builds the batch (the replaced generation).
+    def _batch(self, records: Sequence[RolloutRecord]) -> tuple[DataProto | None, dict]:
+        """The ``DataProto`` of the selected groups (the replaced generation); None when no
+        sample fits.
 
         Over-long samples are dropped one by one (``batch/dropped_overlong``); the batch is
         padded to a multiple of verl's mini-batch (``batch/padding_rows``); advantages are
         computed over rollouts, each turn-sample carrying its rollout's.
         """
-        groups = int(self.config.data.train_batch_size)
+        if not records:
+            return None, {}
         rollout = self.config.actor_rollout_ref.rollout
         n = int(rollout.n)
-        ready = self._wait_for_groups(groups, n)
-        rewards = {r.rollout_id: r.reward for r in ready.rollouts}
+        rewards = {r.rollout_id: r.reward for r in records}
         max_tokens = int(self.config.data.max_prompt_length + self.config.data.max_response_length)
-        samples, stats = build_samples(
-            ready.rollouts, rewards, str(self.shop.sample_mode), max_tokens
-        )
+        samples, stats = build_samples(records, rewards, str(self.shop.sample_mode), max_tokens)
         if any(s.constraints for s in samples):
             logger.warning(
                 "replies decoded under structured_outputs: the verl backend computes their "
                 "logprobs without the masks (the local backend replays them; decision 0015)"
             )
         samples, dropped = fitting_samples(samples, rollout.prompt_length, rollout.response_length)
+        metrics = {**stats.as_metrics(), "batch/dropped_overlong": float(dropped)}
         if not samples:
-            raise ValueError(
-                f"every sample of this batch is longer than actor_rollout_ref.rollout."
-                f"prompt_length={rollout.prompt_length} / response_length="
-                f"{rollout.response_length}; raise them or lower WSRL_MAX_STEPS."
+            logger.warning(
+                "every sample of this batch is longer than actor_rollout_ref.rollout."
+                "prompt_length=%s / response_length=%s; raise them or lower WSRL_MAX_STEPS",
+                rollout.prompt_length,
+                rollout.response_length,
             )
+            return None, metrics
         batch = build_dataproto(
             samples,
             rewards,
@@ -200,7 +223,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         batch = rollout_advantages(
             batch,
             rewards,
-            {r.rollout_id: r.group_id for r in ready.rollouts},
+            {r.rollout_id: r.group_id for r in records},
             compute_advantage,
             adv_estimator=algo.adv_estimator,
             gamma=algo.gamma,
@@ -209,37 +232,10 @@ class WebShopPPOTrainer(RayPPOTrainer):
             norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
             config=algo,
         )
-        metrics = {
-            **ready.metrics,
-            **stats.as_metrics(),
-            **batch_metrics(ready.rollouts),
-            "batch/dropped_overlong": float(dropped),
-            "batch/padding_rows": float(padding),
-        }
-        return batch, sorted(rewards), metrics
-
-    def _wait_for_groups(self, groups: int, group_size: int) -> ReadyBatch:
-        """Polls the feed until ``groups`` groups are ready, or fewer once nothing is still
-        running (groups discarded as stale or failed are replaced by new requests)."""
-        split = str(self.shop.goal_split)
-        self.feed.request_groups(groups, group_size, split)
-        while True:
-            ready = self.feed.ready(
-                self.version,
-                int(self.shop.max_staleness),
-                groups,
-                int(self.shop.min_group_rollouts),
-            )
-            have = len({r.group_id for r in ready.rollouts})
-            running = ready.metrics.get("batch/incomplete", 0.0) > 0
-            if have >= groups or (have > 0 and not running):
-                return ready
-            if not running:
-                self.feed.request_groups(groups - have, group_size, split)
-            time.sleep(float(self.shop.poll_interval_s))
+        return batch, {**metrics, "batch/padding_rows": float(padding)}
 
     def _train_on(self, batch: DataProto, metrics: dict[str, float]) -> None:
-        """verl's own old-logprob, reference, advantage and actor update on ``batch``."""
+        """verl's own old-logprob, reference and actor update on ``batch``."""
         batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
         batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
         batch.meta_info["images_seqlens"] = []
@@ -253,63 +249,117 @@ class WebShopPPOTrainer(RayPPOTrainer):
         reward_tensor, _ = extract_reward(batch)
         batch.batch["token_level_scores"] = reward_tensor
         batch.batch["token_level_rewards"] = reward_tensor
-        # Advantages were computed over rollouts in _collect (rollout_advantages).
+        # Advantages were computed over rollouts in _batch (rollout_advantages).
         output = self._update_actor(batch)
         for key, values in output.meta_info["metrics"].items():
             metrics[key] = reduce_metric(key, values)
 
+    # --- the run -------------------------------------------------------------------------
+    def _restore(self, done: int) -> Path | None:
+        """Loads the newest committed checkpoint (``trainer.resume_mode=disable``: none)."""
+        if self.config.trainer.resume_mode == "disable":
+            return None
+        folder = committed_checkpoint(Path(str(self.config.trainer.default_local_dir)), done)
+        if folder is None:
+            return None
+        with open_dict(self.config.trainer):
+            self.config.trainer.resume_mode = "resume_path"
+            self.config.trainer.resume_from_path = str(folder.resolve())
+        self._load_checkpoint()
+        return folder
+
     def fit(self) -> None:
-        """Runs ``trainer.total_training_steps`` updates, publishing each new version."""
-        self.global_steps = 0
-        self._load_checkpoint()  # the checkpoint's step, 0 without one
-        checkpoint = self.global_steps or None
-        # Step and version come from Postgres: a restart between checkpoints (or in a new
-        # container) continues after the last committed step, and versions only go up.
-        self.global_steps, self.version = self.feed.resume(checkpoint)
-        self.serving_checkpoints.update_weights(self.global_steps)
-        self.publish(self._endpoint(EndpointStatus.SERVING))
+        """Trains until ``trainer.total_training_steps`` steps are committed, in the shared
+        loop: resume from Postgres, serve the restored weights, then step by step."""
+        engine = make_engine(self.settings, pool_size=4)
+        sessions = make_sessionmaker(engine)
+        redis = Redis.from_url(self.settings.resolved_redis_url())
         try:
-            while self.global_steps < self.total_training_steps:
-                self._step()
+            loop = self._loop(sessions, redis)
+            loop.run(steps=max(int(self.total_training_steps) - loop.step, 0))
         finally:
             if self.metrics is not None:
                 self.metrics.close()
             if self.relay is not None:
                 self.relay.stop()
+            redis.close()
+            engine.dispose()
 
-    def _step(self) -> None:
-        self.global_steps += 1
-        started = time.perf_counter()
-        batch, rollout_ids, metrics = self._collect()
-        metrics["time/wait_s"] = time.perf_counter() - started
-        if self.shop.mode == "colocated":
-            self.publish(self._endpoint(EndpointStatus.PAUSED))
-            self.checkpoint_manager.sleep_replicas()
-        self._train_on(batch, metrics)
-        if (
-            self.config.trainer.save_freq > 0
-            and self.global_steps % self.config.trainer.save_freq == 0
-        ):
-            self._save_checkpoint()
-        self.version += 1
-        self._sync_weights()
-        self._record(rollout_ids, metrics, time.perf_counter() - started)
-        logger.info("step %d -> policy v%d %s", self.global_steps, self.version, _short(metrics))
+    def _loop(self, sessions: Any, redis: Redis) -> TrainLoop:
+        """The shared loop with this trainer as its backend, its weights served and published."""
+        config, shop = trainer_config(self.config), self.shop
+        with session_scope(sessions) as session:
+            ensure_goals(session, self.settings, str(shop.goal_split))
+            if shop.eval_every:
+                ensure_goals(session, self.settings, "test")
+            done = committed_step(session)
+        folder = self._restore(done)
+        step, version = resume(sessions, checkpoint_version(folder) if folder else None)
+        logger.info("verl trainer starts after step %d as policy version %d", step, version)
+        self.global_steps = step
+        backend = VerlBackend(self)
+        backend.swap(version)
+        scheduler = Scheduler.for_run(
+            self.settings,
+            config,
+            step,
+            split=str(shop.goal_split),
+            sampling={"temperature": float(self.config.actor_rollout_ref.rollout.temperature)},
+            starts=tuple(str(s) for s in shop.train_starts),
+            eval_goals=int(shop.eval_goals) if shop.eval_every else 0,
+            eval_sampling={"temperature": float(shop.eval_temperature)},
+        )
+        publisher = Publisher(sessions, redis, self.base_url, str(shop.served_model_name))
+        loop = TrainLoop(
+            config,
+            loop_options(self.config),
+            sessions,
+            backend,
+            publisher,
+            scheduler,
+            step=step,
+            version=version,
+            metrics=self.metrics,
+        )
+        loop.publish_current(str(folder) if folder else None)
+        return loop
 
-    def _record(self, rollout_ids: list[str], metrics: dict[str, float], step_s: float) -> None:
-        """The step's row and the metrics logger; verl's shared metrics are also written
-        under the local backend's names (:mod:`trainer.tracking`), so curves compare."""
-        metrics["perf/step_s"] = step_s
-        metrics["time/step_s"] = step_s - metrics.get("time/wait_s", 0.0)  # as the local loop
-        metrics["perf/episodes_per_s"] = len(rollout_ids) / max(step_s, 1e-9)
-        metrics["policy/version"] = float(self.version)
-        metrics.update(shared_names(metrics))
-        self.feed.record_step(self.global_steps, self.version, rollout_ids, metrics)
-        if self.metrics is not None:
-            self.metrics.log(metrics, self.global_steps)
 
+class VerlBackend:
+    """:class:`WebShopPPOTrainer` as the shared loop's backend (:class:`trainer.loop.TrainBackend`).
 
-def _short(
-    metrics: dict[str, float], keys: Sequence[str] = ("reward/mean", "reward/success")
-) -> str:
-    return " ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics)
+    verl keeps what is verl's: the ``DataProto``, old/reference log-probs, its advantage
+    estimator over rollouts, the actor update, its checkpoints, sleeping the colocated
+    replicas and syncing weights into them. verl's metrics are also returned under the
+    local backend's names (:func:`trainer.tracking.shared_names`), so curves overlay.
+    """
+
+    def __init__(self, trainer: WebShopPPOTrainer) -> None:
+        self.trainer = trainer
+        self.pauses_serving = trainer.shop.mode == "colocated"
+
+    def prepare(self, records: Sequence[RolloutRecord]) -> tuple[DataProto | None, dict]:
+        return self.trainer._batch(records)
+
+    def update(self, batch: DataProto, step: int, version: int) -> dict[str, float]:
+        self.trainer.global_steps = step
+        if self.pauses_serving:  # the loop has published "paused"
+            self.trainer.checkpoint_manager.sleep_replicas()
+        metrics: dict[str, float] = {}
+        self.trainer._train_on(batch, metrics)
+        return shared_names(metrics)
+
+    def save(self, step: int, version: int) -> str | None:
+        """verl's checkpoint every ``trainer.save_freq`` steps, with our step and version."""
+        freq = self.trainer.config.trainer.save_freq
+        if freq is None or freq <= 0 or step % freq:
+            return None
+        self.trainer.global_steps = step
+        self.trainer._save_checkpoint()
+        folder = Path(str(self.trainer.config.trainer.default_local_dir)) / f"global_step_{step}"
+        (folder / STATE_FILE).write_text(json.dumps({"step": step, "version": version}))
+        return str(folder)
+
+    def swap(self, version: int) -> None:
+        """Wake the replicas (colocated) and push the actor's weights into them."""
+        self.trainer.serving_checkpoints.update_weights(self.trainer.global_steps)

@@ -1,0 +1,69 @@
+"""Goals on a fresh database: a trainer's first start loads the env server's goals, with a
+clear error when it has none of the split or cannot be reached (real Postgres, real env
+server over HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.core.enqueue import EnqueueError, ensure_goals
+from app.core.env_client import EnvError
+from app.db import migrate
+from app.db.models import Goal
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.webshop.catalog_gen import write_catalog
+from app.webshop.env import WebShopEnv
+from app.webshop.server.app import create_app as create_env_app
+from app.webshop.server.runner import RunningServer, serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    root: Path = tmp_path_factory.mktemp("goals-env")
+    write_catalog(root / "data", 120, seed=0)
+    env = WebShopEnv.load(data_dir=root / "data", goals="synthetic", cache_dir=root / "cache")
+    with serve_in_thread(create_env_app(env)) as running:
+        yield running
+
+
+@pytest.fixture
+def empty_db(
+    make_database: Callable[[], str], test_settings: Settings, env_server: RunningServer
+) -> Iterator[tuple[Settings, object]]:
+    """A freshly migrated, empty database of this test alone; the env server above."""
+    url = make_database()
+    migrate.upgrade(url)
+    settings = test_settings.model_copy(update={"database_url": url, "env_url": env_server.url})
+    engine = make_engine(settings)
+    yield settings, make_sessionmaker(engine)
+    engine.dispose()
+
+
+def test_a_fresh_database_gets_the_env_servers_goals_once(empty_db) -> None:
+    settings, sessions = empty_db
+    with session_scope(sessions) as session:
+        added = ensure_goals(session, settings, "test")  # a small catalog's goals are test goals
+    with session_scope(sessions) as session:
+        assert added > 0 and session.scalar(select(func.count()).select_from(Goal)) == added
+        assert ensure_goals(session, settings, "test") == 0
+
+
+def test_no_env_server_and_no_goals_is_a_clear_error(empty_db) -> None:
+    settings, sessions = empty_db
+    settings = settings.model_copy(update={"env_url": "http://127.0.0.1:9"})
+    with pytest.raises(EnvError, match="cannot read goals"), session_scope(sessions) as session:
+        ensure_goals(session, settings, "test")
+
+
+def test_a_split_the_env_server_lacks_is_a_clear_error(empty_db) -> None:
+    settings, sessions = empty_db
+    with (
+        pytest.raises(EnqueueError, match="has no 'nowhere' goals"),
+        session_scope(sessions) as session,
+    ):
+        ensure_goals(session, settings, "nowhere")

@@ -94,7 +94,12 @@ def committed_checkpoint(directory: Path, done: int) -> Path | None:
         if not number.isdigit():
             continue
         if int(number) > done:
-            logger.warning("discarding verl checkpoint %s: step %d was never committed", path, done)
+            logger.warning(
+                "discarding verl checkpoint %s: its step was never committed (last committed "
+                "step %d); it will be trained again from the previous weights",
+                path,
+                done,
+            )
             shutil.rmtree(path, ignore_errors=True)
         elif usable is None or int(number) > usable[0]:
             usable = (int(number), path)

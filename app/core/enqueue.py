@@ -380,7 +380,7 @@ def ensure_goals(session: Session, settings: Settings, split: str | None = None)
     """Make sure Postgres has goals (of ``split``, or any), loading the env server's when it
     has none; returns how many were loaded (0 when there were some already).
 
-    Every command that needs goals calls this first (the trainers, the verl feed, ``wsrl
+    Every command that needs goals calls this first (both trainers, ``wsrl
     export goals``), so a freshly migrated database is filled from the env server instead
     of failing minutes later. Raises :class:`EnqueueError` when the env server has none
     either, :class:`~app.core.env_client.EnvError` when it cannot be read.

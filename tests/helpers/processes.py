@@ -139,14 +139,20 @@ def _http_ok(url: str) -> Callable[[ServiceProcess], bool]:
 
 
 def env_server(
-    log_dir: Path, settings: Settings, *, data: Path = FIXTURE_CATALOG, port: int | None = None
+    log_dir: Path,
+    settings: Settings,
+    *,
+    data: Path | None = FIXTURE_CATALOG,
+    port: int | None = None,
 ) -> ServiceProcess:
-    """``wsrl env serve`` over ``data`` (default: the hand-written fixture catalog)."""
+    """``wsrl env serve`` over ``data`` (default: the hand-written fixture catalog; None:
+    the generated catalog, cached under the settings' ``data_dir``)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
+    source = [] if data is None else ["--data", str(data)]
     return ServiceProcess(
         name=f"env-server:{port}",
-        args=[*WSRL, "env", "serve", "--port", str(port), "--data", str(data)],
+        args=[*WSRL, "env", "serve", "--port", str(port), *source],
         env=child_env(settings),
         log_path=log_dir / f"env-server-{port}.log",
         ready=_http_ok(f"{url}/health"),

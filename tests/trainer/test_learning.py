@@ -1,61 +1,182 @@
-"""The loop learns: GRPO steps raise a held-out measure, and broken updates do not.
+"""The real loop learns: GRPO through Celery workers, Postgres and the policy server over
+HTTP raises a held-out measure, and broken updates do not.
 
-From a randomly initialised policy built here (seconds), replies limited to the page's
-valid actions, episodes starting on the target's item page (:mod:`learning`): 8 GRPO
-steps of 8 train goals x 4 rollouts must raise the greedy mean reward on 64 test goals
-(never trained on) by at least ``MARGIN``, with the trainer's masked logprobs equal to
-the decoder's on every step (an exact importance ratio).
+The run of :mod:`learning` (a randomly initialised policy built here, replies limited to
+the page's valid actions, a few steps on an item page), but every piece is the
+pipeline's: ``wsrl env serve`` on the generated catalog and a ``wsrl worker`` process play
+the rollouts against the trainer's policy server, the scheduler enqueues groups that
+start on the item page (:mod:`app.core.opening`), the workers record token ids, logprobs
+and each reply's constraint in Postgres, and :class:`~trainer.loop.TrainLoop` selects the
+complete groups, updates, commits and publishes each version. The held-out measure is
+:func:`learning.held_out` on the trained weights (greedy, test goals never trained on).
 
-The same run with the advantages' sign flipped, or with every loss mask one token late,
-must fail that check; both run in CI, so a sign or mask error in the update cannot
-land (about 30 s each on a quiet 2-core VM; figures in docs/benchmarks.md, Learning).
+Sabotaged variants patch the trainer's own functions in this process: advantages with
+their sign flipped (the held-out reward does not rise), or every loss mask one token late
+(the trainer's logprobs no longer equal the workers'; the margin alone would not catch it:
+most trained tokens of a reply are still the right ones). Each must fail the check.
+About a minute per run on a quiet 2-core VM.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from learning import Run, build_checkpoint, learning_run
+from helpers.processes import ServiceProcess, celery_worker, env_server
+from learning import Run, build_checkpoint, held_out
+from sqlalchemy import func, select
 
+from app.config import Settings
+from app.core.enqueue import sync_goals
+from app.core.env_client import EnvClient
+from app.db.models import Rollout
+from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.env import WebShopEnv
+from trainer import local_run
+from trainer.config import TrainerConfig
+from trainer.local_run import start_local_trainer
+from trainer.loop import LoopOptions
 
-# About 200 s on a quiet 2-core machine, 576 s measured with its cores shared: above the
-# suite's 600 s default per test only when the machine is very busy.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
+RUN = Run()
 MARGIN = 0.25
-"""Held-out greedy mean reward gained (0.00 -> 0.66 when measured; the flipped sign
-stays at 0.00)."""
+"""Held-out greedy mean reward gained (0.000 -> 0.661 when measured; the flipped sign
+stays at 0.000)."""
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> WebShopEnv:
-    cache = tmp_path_factory.mktemp("learning-catalog")
-    return WebShopEnv.load(None, cache_dir=cache, noun_tagger="rules")
+    return WebShopEnv.load(
+        None, cache_dir=tmp_path_factory.mktemp("loop-catalog"), noun_tagger="rules"
+    )
 
 
 @pytest.fixture(scope="module")
 def checkpoint(env: WebShopEnv, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_checkpoint(env, tmp_path_factory.mktemp("learning-policy"), seed=0)
+    return build_checkpoint(env, tmp_path_factory.mktemp("loop-policy"), seed=RUN.seed)
+
+
+@pytest.fixture
+def stack(fresh_settings: Settings, tmp_path: Path) -> Iterator[tuple[Settings, ServiceProcess]]:
+    """The env server on the generated catalog, its goals in Postgres, and one worker."""
+    server = env_server(tmp_path, fresh_settings, data=None).start(timeout_s=180)
+    settings = fresh_settings.model_copy(
+        update={
+            "env_url": server.url,
+            "max_steps": RUN.max_steps,
+            "llm_max_tokens": RUN.max_tokens,
+            "agent_constrain_actions": True,
+            "agent_history_steps": 1,
+        }
+    )
+    engine = make_engine(settings)
+    worker = None
+    try:
+        with session_scope(make_sessionmaker(engine)) as session, EnvClient(server.url) as client:
+            sync_goals(session, client)
+        worker = celery_worker(tmp_path, settings, concurrency=8, name="learn").start()
+        yield settings, worker
+    finally:
+        if worker is not None:
+            worker.stop()
+        server.stop()
+        engine.dispose()
+
+
+def loop_run(
+    settings: Settings, checkpoint: Path, env: WebShopEnv, tmp_path: Path
+) -> tuple[tuple[float, float], tuple[float, float], list[dict]]:
+    """(held-out before, held-out after, the steps' metrics) of ``RUN.steps`` loop steps."""
+    config = TrainerConfig(
+        lr=RUN.lr,
+        micro_batch_size=16,
+        group_size=RUN.group_size,
+        batch_groups=RUN.goals_per_step,
+        max_staleness=0,
+        seed=RUN.seed,
+    )
+    options = LoopOptions(checkpoint_dir=tmp_path / "checkpoints", poll_s=0.2)
+    trainer = start_local_trainer(
+        settings,
+        config,
+        checkpoint,
+        options,
+        sampling={"temperature": 1.0, "max_tokens": RUN.max_tokens},
+        train_starts=("item",),
+    )
+    try:
+        before = held_out(trainer.backend, env, RUN)
+        results = trainer.loop.run(steps=RUN.steps, wait_timeout_s=300)
+        after = held_out(trainer.backend, env, RUN)
+    finally:
+        trainer.close()
+    assert len(results) == RUN.steps, "the loop stopped waiting for groups"
+    return before, after, [r.metrics for r in results]
 
 
 def check_learned(before, after, metrics) -> None:
     """What a working update shows; raises AssertionError otherwise."""
-    assert metrics, "no update ran"
-    for m in metrics:
+    updates = [m for m in metrics if not m.get("update/skipped")]
+    assert updates, "no update ran"
+    for m in updates:
         diff = m["actor/rollout_vs_old_logprob_abs_diff"]
-        assert diff < 1e-4, f"decoder and trainer logprobs differ by {diff}"
+        assert diff < 1e-4, f"the workers' and the trainer's logprobs differ by {diff}"
     gained = after[0] - before[0]
     assert gained >= MARGIN, f"held-out mean reward {before[0]:.3f} -> {after[0]:.3f}"
 
 
-def test_grpo_raises_held_out_reward(env: WebShopEnv, checkpoint: Path) -> None:
-    before, after, metrics = learning_run(env, checkpoint, Run())
-    check_learned(before, after, metrics)
+def test_grpo_through_the_loop_raises_held_out_reward(
+    stack, checkpoint: Path, env: WebShopEnv, tmp_path: Path
+) -> None:
+    settings, _ = stack
+    check_learned(*loop_run(settings, checkpoint, env, tmp_path))
+    engine = make_engine(settings)
+    with session_scope(make_sessionmaker(engine)) as session:
+        starts = set(session.scalars(select(Rollout.start).where(Rollout.mode == "train")))
+        trained = session.scalar(select(func.count()).where(Rollout.train_step.is_not(None)))
+    engine.dispose()
+    assert {str(s) for s in starts} == {"item"}
+    assert trained >= RUN.steps * RUN.goals_per_step * RUN.group_size
 
 
-@pytest.mark.parametrize("sabotage", ["sign", "shift"])
-def test_a_broken_update_fails_the_check(env: WebShopEnv, checkpoint: Path, sabotage) -> None:
-    with pytest.raises((AssertionError, ValueError)):
-        check_learned(*learning_run(env, checkpoint, Run(), sabotage))
+def _flip_sign(original):
+    def flipped(*args, **kwargs):
+        return [-a for a in original(*args, **kwargs)]
+
+    return flipped
+
+
+def _shift_masks(original):
+    def shifted(*args, **kwargs):
+        samples, stats = original(*args, **kwargs)
+        for s in samples:
+            s.loss_mask = [0, *s.loss_mask[:-1]]
+            s.rollout_logprobs = [0.0, *s.rollout_logprobs[:-1]]
+        return samples, stats
+
+    return shifted
+
+
+@pytest.mark.parametrize(
+    ("sabotage", "caught_by"), [("sign", "held-out mean reward"), ("shift", "logprobs differ")]
+)
+def test_a_broken_update_in_the_loop_fails_the_check(
+    stack,
+    checkpoint: Path,
+    env: WebShopEnv,
+    tmp_path: Path,
+    monkeypatch,
+    sabotage: str,
+    caught_by: str,
+) -> None:
+    if sabotage == "sign":
+        monkeypatch.setattr(
+            local_run, "rollout_advantages", _flip_sign(local_run.rollout_advantages)
+        )
+    else:
+        monkeypatch.setattr(local_run, "build_samples", _shift_masks(local_run.build_samples))
+    settings, _ = stack
+    with pytest.raises(AssertionError, match=caught_by):
+        check_learned(*loop_run(settings, checkpoint, env, tmp_path))

@@ -220,9 +220,11 @@ def settings_check(settings: Any, config: Any, config_name: str) -> Check:
     def probe() -> str:
         check_agent_settings(
             settings,
-            f"the verl config {config_name!r}",
+            f"the verl config {config_name!r} (verl computes logprobs without the decoding "
+            "masks, so replies must not be constrained)",
             max_steps=config.webshop.max_turns,
             mode=config.webshop.agent_mode,
+            constrained_replies=False,
         )
         return f"WSRL_MAX_STEPS={settings.max_steps}, WSRL_AGENT_MODE={settings.agent_mode}"
 

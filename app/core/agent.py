@@ -406,18 +406,26 @@ def check_agent_settings(
     max_steps: int | None = None,
     mode: str | None = None,
     history_steps: int | None = None,
+    constrained_replies: bool | None = None,
 ) -> None:
     """Raise :class:`AgentSettingsMismatch` when what ``source`` (a trainer's config or a
     policy's bootstrap) expects differs from the settings the workers play with.
 
     The workers' settings (``WSRL_MAX_STEPS``, ``WSRL_AGENT_MODE``,
-    ``WSRL_AGENT_HISTORY_STEPS``) are the one source; a trainer checks its own values
-    against them at start-up instead of keeping a second copy in step by hand.
+    ``WSRL_AGENT_HISTORY_STEPS``, ``WSRL_AGENT_CONSTRAIN_ACTIONS``) are the one source; a
+    trainer checks its own values against them at start-up instead of keeping a second
+    copy in step by hand. ``constrained_replies`` is whether the replies may be decoded
+    under ``structured_outputs`` (only text mode sends them).
     """
+    constrained = settings.agent_constrain_actions and str(settings.agent_mode) == "text"
     expected = {
         "WSRL_MAX_STEPS": (max_steps, settings.max_steps),
         "WSRL_AGENT_MODE": (mode, settings.agent_mode),
         "WSRL_AGENT_HISTORY_STEPS": (history_steps, settings.agent_history_steps),
+        "WSRL_AGENT_CONSTRAIN_ACTIONS": (
+            None if constrained_replies is None or constrained_replies else False,
+            constrained,
+        ),
     }
     wrong = [
         f"{name}={theirs} but {source} expects {ours}"

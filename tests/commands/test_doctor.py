@@ -89,6 +89,24 @@ def test_settings_the_workers_would_not_play_fail(test_settings: Settings) -> No
     assert not check.ok and "WSRL_AGENT_MODE=text" in check.detail
     right = test_settings.model_copy(update={"agent_mode": "tools", "max_steps": 15})
     assert settings_check(right, config, "fast").ok
+    # Tool mode sends no structured_outputs: the setting does not matter there.
+    tools = right.model_copy(update={"agent_constrain_actions": True})
+    assert settings_check(tools, config, "fast").ok
+
+
+def test_constrained_text_replies_fail_on_the_verl_path(test_settings: Settings) -> None:
+    """verl computes the old logprobs without the decoding masks: a constrained reply's
+    importance ratio would be wrong, so the preflight refuses the combination."""
+    config = load_config("smoke")
+    text = test_settings.model_copy(
+        update={"agent_mode": "text", "max_steps": config.webshop.max_turns}
+    )
+    assert settings_check(text, config, "smoke").ok
+    constrained = text.model_copy(update={"agent_constrain_actions": True})
+    check = settings_check(constrained, config, "smoke")
+    assert not check.ok
+    assert "WSRL_AGENT_CONSTRAIN_ACTIONS=True but" in check.detail
+    assert "without the decoding masks" in check.detail
 
 
 def test_too_little_disk_fails() -> None:

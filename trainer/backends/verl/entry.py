@@ -90,9 +90,11 @@ def train(config_name: str, overrides: Sequence[str] = ()) -> None:
     config = load_config(config_name, overrides)
     check_agent_settings(
         get_settings(),
-        f"the verl config {config_name!r} (webshop.max_turns, webshop.agent_mode)",
+        f"the verl config {config_name!r} (webshop.max_turns, webshop.agent_mode; verl "
+        "computes logprobs without the decoding masks, so replies must not be constrained)",
         max_steps=config.webshop.max_turns,
         mode=config.webshop.agent_mode,
+        constrained_replies=False,
     )
     if not torch.cuda.is_available():
         raise RuntimeError(

@@ -1,5 +1,5 @@
 """The worker's Celery app: the shared one (:mod:`app.core.celery`) plus the rollout task
-module and the event-loop waker.
+module, the event-loop waker and the scan that gives a dead worker's messages back.
 
 ``celery -A workers.celery_app worker`` finds :data:`app` through the module's
 ``__getattr__``, which builds it on first access from :func:`app.config.get_settings`.
@@ -8,6 +8,7 @@ module and the event-loop waker.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import Any
 
@@ -15,7 +16,9 @@ from celery import Celery, bootsteps
 from celery.worker.request import Request
 
 from app.config import Settings, get_settings
-from app.core.celery import create_celery
+from app.core.celery import create_celery, restore_interval_s, time_limits
+
+logger = logging.getLogger(__name__)
 
 
 class _LoopWaker:
@@ -90,11 +93,55 @@ class WakingRequest(Request):
         wake_event_loop()
 
 
+def restore_expired(connection: Any) -> None:
+    """Put the messages whose visibility timeout has passed unacknowledged (their worker
+    died) back on their queues: one scan of kombu's Redis ``unacked`` index, under its
+    mutex, so the workers' scans do not overlap."""
+    channel = connection.default_channel
+    channel.qos.restore_visible(num=channel.unacked_restore_limit, interval=1)
+
+
+class RestoreUnacked(bootsteps.StartStopStep):
+    """Scans for a dead worker's messages every :func:`~app.core.celery.restore_interval_s`.
+
+    kombu's Redis transport scans only every tenth turn of a 10-s timer, whatever the
+    visibility timeout: a ``kill -9``-ed worker's messages came back up to 100 s after the
+    timeout (measured: 96 s after the kill with a 16-s timeout). kombu 5.7 makes that
+    cadence configurable, but its transport crashes the worker when Redis goes away, so
+    this step runs the same scan on the consumer's timer instead. An outage makes a scan
+    fail; the next one, after the reconnection, does the work.
+    """
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.tref: Any = None
+
+    def start(self, consumer: Any) -> None:
+        interval = consumer.app.conf.wsrl_restore_interval_s
+        self.tref = consumer.timer.call_repeatedly(interval, self._scan, (consumer,))
+
+    def stop(self, consumer: Any) -> None:
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
+
+    @staticmethod
+    def _scan(consumer: Any) -> None:
+        try:
+            restore_expired(consumer.connection)
+        except Exception as exc:
+            logger.debug("restoring expired messages failed: %s", exc)
+
+
 def worker_celery(settings: Settings) -> Celery:
-    """The shared app with the rollout task registered and the waker installed."""
+    """The shared app with the rollout task registered, the waker and the restore scan."""
     celery = create_celery(settings)
     celery.conf.include = ["workers.tasks"]
+    celery.conf.wsrl_restore_interval_s = restore_interval_s(time_limits(settings).visibility_s)
     celery.steps["worker"].add(LoopWaker)
+    celery.steps["consumer"].add(RestoreUnacked)
     return celery
 
 

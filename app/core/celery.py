@@ -8,8 +8,10 @@ Delivery guarantees: tasks are acknowledged late and a task whose worker process
 rejected back to the queue (``task_acks_late`` + ``task_reject_on_worker_lost``); each
 worker thread reserves one message at a time (``worker_prefetch_multiplier=1``), so a
 killed worker holds back at most ``concurrency`` messages. Redis hands an unacknowledged
-message to another worker after the broker's ``visibility_timeout``; the task is
-idempotent (see :mod:`workers.rollout`), so a second delivery is safe.
+message to another worker after the broker's ``visibility_timeout``: kombu scans for such
+messages only every 100 s, so the workers scan every :func:`restore_interval_s` seconds
+themselves (:class:`workers.celery_app.RestoreUnacked`). The task is idempotent (see
+:mod:`workers.rollout`), so a second delivery is safe.
 
 There is no result backend: Postgres, not Celery, records what a rollout produced.
 """
@@ -60,8 +62,8 @@ def time_limits(settings: Settings) -> TimeLimits:
 
 
 def restore_interval_s(visibility_s: float) -> int:
-    """Whole seconds between scans for expired unacknowledged messages (kombu takes an
-    int): a quarter of the visibility timeout, between 1 and 10 s."""
+    """Whole seconds between the workers' scans for expired unacknowledged messages: a
+    quarter of the visibility timeout, between 1 and 10 s."""
     return max(1, min(10, int(visibility_s / 4)))
 
 
@@ -94,11 +96,6 @@ def create_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_transport_options={
             "visibility_timeout": limits.visibility_s,
-            # kombu (>= 5.7) scans for expired unacknowledged messages every interval x
-            # throttle seconds (10 x 10 s by default); scan every few seconds instead, so
-            # a dead worker's jobs come back about visibility_timeout after it died.
-            "unacked_restore_interval": restore_interval_s(limits.visibility_s),
-            "unacked_restore_throttle": 1,
             # Pub/sub of events is scoped to the Redis db, so two deployments (or test
             # runs) on one Redis server do not see each other's workers.
             "fanout_prefix": True,

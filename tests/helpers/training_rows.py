@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout
+from app.db.session import session_scope
 
 S, R, F = RolloutStatus.SUCCEEDED, RolloutStatus.RUNNING, RolloutStatus.FAILED
 
@@ -85,3 +87,15 @@ def finish_running(session: Session, group: uuid.UUID, version: int) -> None:
             rollout.status, rollout.reward, rollout.success = S, 0.0, False
             rollout.policy_version_min = rollout.policy_version_max = version
             add_calls(session, rollout, version)
+
+
+def train_steps_of(sessions, groups: list[uuid.UUID]) -> dict[uuid.UUID, set]:
+    """The train steps each group's rollouts are marked with (None: not trained)."""
+    with session_scope(sessions) as session:
+        rows = session.execute(
+            select(Rollout.group_id, Rollout.train_step).where(Rollout.group_id.in_(groups))
+        ).all()
+    found: dict[uuid.UUID, set] = {g: set() for g in groups}
+    for group, step in rows:
+        found[group].add(step)
+    return found

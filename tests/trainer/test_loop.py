@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from helpers.training_rows import F, R, S, add_group, ensure_goal, finish_running
+from helpers.training_rows import (
+    F,
+    R,
+    S,
+    add_group,
+    ensure_goal,
+    finish_running,
+    train_steps_of,
+)
 from sqlalchemy import select
 
 from app.config import Settings
@@ -40,17 +47,6 @@ def sessions(fresh_settings: Settings) -> Iterator:
 def start(settings: Settings, model: Path, config: TrainerConfig = CONFIG) -> LocalTrainer:
     options = LoopOptions(checkpoint_dir=settings.data_dir / "ckpt", poll_s=0.1)
     return start_local_trainer(settings, config, model, options, enqueue=False)
-
-
-def train_steps_of(sessions, groups: list[uuid.UUID]) -> dict[uuid.UUID, set]:
-    with session_scope(sessions) as session:
-        rows = session.execute(
-            select(Rollout.group_id, Rollout.train_step).where(Rollout.group_id.in_(groups))
-        ).all()
-    found: dict[uuid.UUID, set] = {g: set() for g in groups}
-    for group, step in rows:
-        found[group].add(step)
-    return found
 
 
 def test_step_trains_complete_fresh_groups_marks_them_and_republishes(

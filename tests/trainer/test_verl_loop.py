@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("verl")
 
 import redis
-from helpers.training_rows import S, add_group, ensure_goal
+from helpers.training_rows import S, add_group, ensure_goal, train_steps_of
 from sqlalchemy import select
 from transformers import AutoTokenizer
 from verl import DataProto
@@ -136,17 +136,6 @@ def rollout_ids(sessions, groups: list[uuid.UUID]) -> set[str]:
         return {str(r) for r in rows}
 
 
-def marks(sessions, groups: list[uuid.UUID]) -> dict[uuid.UUID, set]:
-    with session_scope(sessions) as session:
-        rows = session.execute(
-            select(Rollout.group_id, Rollout.train_step).where(Rollout.group_id.in_(groups))
-        ).all()
-    found: dict[uuid.UUID, set] = {g: set() for g in groups}
-    for group, step in rows:
-        found[group].add(step)
-    return found
-
-
 def trained_ids(batch: DataProto) -> set[str]:
     return {r for r in batch.non_tensor_batch["rollout_id"] if r != "__pad__"}
 
@@ -167,7 +156,7 @@ def test_verl_steps_commit_skip_flat_groups_and_resume_from_postgres(
     assert len(batch) % 2 == 0 and "advantages" in batch.batch
     assert gpu.sleeps == 1 and gpu.saved == [1]
     assert gpu.synced == [0, 1]  # the starting weights, then step 1's
-    assert marks(sessions, [varied, flat]) == {varied: {1}, flat: {1}}
+    assert train_steps_of(sessions, [varied, flat]) == {varied: {1}, flat: {1}}
     with session_scope(sessions) as session:
         row = session.get(TrainStep, 1)
         assert row.policy_version == 1 and row.rollouts_used == 4
@@ -207,8 +196,8 @@ def test_verl_steps_commit_skip_flat_groups_and_resume_from_postgres(
         assert [tuple(s) for s in steps] == [(1, 1), (2, 1), (3, 2)]
         assert list(versions) == [0, 1, 2]
         assert session.get(TrainStep, 2).metrics["update/skipped"] == 1.0
-    assert all(m == {2} for m in marks(sessions, both_flat).values())
-    assert all(m == {3} for m in marks(sessions, later).values())
+    assert all(m == {2} for m in train_steps_of(sessions, both_flat).values())
+    assert all(m == {3} for m in train_steps_of(sessions, later).values())
     assert read_endpoint(client).version == 2
     client.close()
 
@@ -237,7 +226,7 @@ def test_the_scheduler_draws_openings_and_queues_evaluations_on_the_verl_path(
     )
     trainer.fit()
     assert len(gpu.updates) == 2
-    assert all(m != {None} for m in marks(sessions, groups).values())
+    assert all(m != {None} for m in train_steps_of(sessions, groups).values())
     with session_scope(sessions) as session:
         rows = session.execute(
             select(Rollout.group_id, Rollout.mode, Rollout.start, Rollout.sampling).where(

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
+from kombu import Queue
+
 from app.config import Settings
 from app.core.celery import (
     QUEUE_EVAL,
@@ -12,7 +17,7 @@ from app.core.celery import (
     restore_interval_s,
     time_limits,
 )
-from workers.celery_app import LoopWaker, worker_celery
+from workers.celery_app import LoopWaker, RestoreUnacked, restore_expired, worker_celery
 
 
 def _settings(**kwargs: object) -> Settings:
@@ -41,7 +46,6 @@ def test_create_celery_delivery_settings() -> None:
     assert conf.worker_pool == "threads" and conf.worker_concurrency == 5
     options = conf.broker_transport_options
     assert options["visibility_timeout"] == 12
-    assert options["unacked_restore_interval"] == 3 and options["unacked_restore_throttle"] == 1
     assert conf.task_routes[ROLLOUT_TASK]["queue"] == QUEUE_ROLLOUTS
     assert not conf.include  # producers do not import the task module
 
@@ -63,14 +67,33 @@ def test_restore_interval_is_bounded() -> None:
     assert restore_interval_s(10_000) == 10
 
 
-def test_the_redis_transport_takes_the_restore_cadence(redis_url: str) -> None:
-    """kombu before 5.7 ignored these two options and scanned every 100 s, so a dead
-    worker's messages came back up to 100 s after the visibility timeout: the channel the
-    workers consume on must carry them."""
-    settings = Settings(_env_file=None, redis_url=redis_url, broker_visibility_timeout_s=16)
+def test_the_worker_scans_for_expired_messages_at_its_own_cadence() -> None:
+    celery = worker_celery(_settings(broker_visibility_timeout_s=16))
+    assert RestoreUnacked in celery.steps["consumer"]
+    assert celery.conf.wsrl_restore_interval_s == 4
+
+
+def test_a_dead_consumers_message_comes_back_after_the_visibility_timeout(
+    redis_url: str,
+) -> None:
+    """What :class:`RestoreUnacked` runs: a message delivered and never acknowledged (its
+    worker was killed) is back on its queue once the visibility timeout has passed; before
+    that it stays where it is (the worker may still be running it)."""
+    settings = Settings(_env_file=None, redis_url=redis_url, broker_visibility_timeout_s=1)
     celery = create_celery(settings)
-    with celery.connection_for_read() as connection:
-        channel = connection.default_channel
-        assert channel.visibility_timeout == 16
-        assert channel.unacked_restore_interval == 4
-        assert channel.unacked_restore_throttle == 1
+    queue = Queue(f"restore-test-{uuid.uuid4().hex[:8]}")
+    with celery.connection_for_write() as producer_connection:
+        producer_connection.default_channel.queue_declare(queue.name, auto_delete=False)
+        producer_connection.Producer().publish({"n": 1}, routing_key=queue.name)
+    dead = celery.connection_for_read()
+    received = dead.SimpleQueue(queue, no_ack=False).get(timeout=5)
+    assert received.payload == {"n": 1}
+    dead.default_channel.qos._delivered.clear()  # a kill: no shutdown restores it
+    dead.release()
+    with celery.connection_for_read() as live:
+        restore_expired(live)  # too early: still within the visibility timeout
+        assert live.default_channel.client.llen(queue.name) == 0
+        time.sleep(1.5)
+        restore_expired(live)
+        assert live.default_channel.client.llen(queue.name) == 1
+        live.default_channel.client.delete(queue.name)

@@ -65,7 +65,13 @@ class _Completions(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        answer = json.dumps({"echo": body, "token_ids": list(range(100_000))}).encode()
+        answer = json.dumps(
+            {
+                "echo": body,
+                "port": self.server.server_address[1],
+                "token_ids": list(range(100_000)),
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))
@@ -110,3 +116,42 @@ def test_a_taken_port_names_the_setting_to_change(vllm_like_server: str) -> None
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=r"webshop\.endpoint\.port"):
             PortRelay("127.0.0.1", port, vllm_like_server).start()
+
+
+def _serving(servers: list) -> str:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    servers.append(server)
+    return f"127.0.0.1:{server.server_address[1]}"
+
+
+def test_connections_are_spread_over_every_replica_and_a_dead_one_is_skipped() -> None:
+    """verl serves from one vLLM replica per TP group: the relay must reach all of them."""
+    servers: list[ThreadingHTTPServer] = []
+    replicas = [_serving(servers), _serving(servers)]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{closed.getsockname()[1]}"  # nothing listens there
+    relay = PortRelay("127.0.0.1", 0, [replicas[0], dead, replicas[1]]).start()
+    seen: list[int] = []
+    try:
+        url = published_base_url(replicas[0], "127.0.0.1", relay.port, "unused")
+        for turn in range(6):  # a new connection each time
+            with httpx.Client(base_url=url, timeout=10) as client:
+                response = client.post("/chat/completions", json={"n": turn})
+                assert response.status_code == 200 and response.json()["echo"] == {"n": turn}
+                seen.append(response.json()["port"])
+    finally:
+        relay.stop()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    ports = [int(r.rsplit(":", 1)[1]) for r in replicas]
+    assert sorted(set(seen)) == sorted(ports), seen
+    assert seen.count(ports[0]) == seen.count(ports[1]) == 3
+
+
+def test_a_relay_without_replicas_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        PortRelay("127.0.0.1", 0, [])

@@ -7,6 +7,12 @@ in a firewall in advance, and a container's IP is not routable from other hosts.
 :class:`PortRelay` listens on a fixed port and passes each connection through to verl's
 server byte for byte (keep-alive and streamed answers unchanged); the trainer publishes
 :func:`published_base_url`, built from ``webshop.endpoint`` of the verl config.
+
+verl runs one vLLM replica per ``tensor_model_parallel_size`` GPUs (8 on an 8-GPU node
+at TP 1), each with its own server. The relay spreads new connections over all of them,
+in turn, and skips one it cannot reach; a worker's kept-alive connection stays on its
+replica. All replicas get the same weights at each sync, so any of them serves the
+published version.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import logging
 import threading
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
@@ -62,14 +70,19 @@ def _is_ipv6(host: str) -> bool:
 
 
 class PortRelay:
-    """Forwards every TCP connection on ``listen_host:port`` to ``target`` (``host:port``),
-    on an event loop in a daemon thread of its own, so the training loop never blocks it.
-    ``port`` 0 takes a free port (:attr:`port` is the bound one after :meth:`start`)."""
+    """Forwards every TCP connection on ``listen_host:port`` to one of ``targets``
+    (``host:port`` each, taken in turn), on an event loop in a daemon thread of its own, so
+    the training loop never blocks it. ``port`` 0 takes a free port (:attr:`port` is the
+    bound one after :meth:`start`)."""
 
-    def __init__(self, listen_host: str, port: int, target: str) -> None:
+    def __init__(self, listen_host: str, port: int, targets: str | Sequence[str]) -> None:
         self.listen_host = listen_host
         self.port = port
-        self.target = split_address(target)
+        addresses = [targets] if isinstance(targets, str) else list(targets)
+        if not addresses:
+            raise ValueError("the policy relay needs at least one vLLM server address")
+        self.targets = [split_address(a) for a in addresses]
+        self._turn = itertools.cycle(range(len(self.targets)))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="policy-relay", daemon=True
@@ -92,7 +105,12 @@ class PortRelay:
                 "set webshop.endpoint.port (Compose: TRAINER_POLICY_PORT) to a free port",
             ) from exc
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("policy relay %s:%d -> %s:%d", self.listen_host, self.port, *self.target)
+        logger.info(
+            "policy relay %s:%d -> %s",
+            self.listen_host,
+            self.port,
+            ", ".join(f"{host}:{port}" for host, port in self.targets),
+        )
         return self
 
     def stop(self) -> None:
@@ -118,13 +136,23 @@ class PortRelay:
         if not self._thread.is_alive() and not self._loop.is_closed():
             self._loop.close()
 
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the next target in turn, or to the first one after it that
+        answers; None when none does."""
+        for _ in self.targets:
+            host, port = self.targets[next(self._turn)]
+            try:
+                return await asyncio.open_connection(host, port)
+            except OSError as exc:
+                logger.warning("policy relay: %s:%d unreachable (%s)", host, port, exc)
+        return None
+
     async def _relay(self, client: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
-        try:
-            server, server_out = await asyncio.open_connection(*self.target)
-        except OSError as exc:
-            logger.warning("policy relay: %s:%d unreachable (%s)", *self.target, exc)
+        opened = await self._open()
+        if opened is None:
             await _close(client_out)
             return
+        server, server_out = opened
         try:
             await asyncio.gather(_pipe(client, server_out), _pipe(server, client_out))
         finally:

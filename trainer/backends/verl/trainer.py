@@ -151,7 +151,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
     def init_workers(self) -> None:
         """verl's workers; in async mode also standalone vLLM replicas on their own GPUs.
         Then the address workers are given: a relay on ``webshop.endpoint.port`` in front of
-        the first replica's server (verl picks that server's port at random)."""
+        every replica's server (verl picks their ports at random)."""
         super().init_workers()
         self.serving_manager = self.llm_server_manager
         self.serving_checkpoints = self.checkpoint_manager
@@ -176,13 +176,22 @@ class WebShopPPOTrainer(RayPPOTrainer):
         import ray
 
         endpoint = self.shop.endpoint
-        address = self.serving_manager.server_addresses[0]
+        addresses = list(self.serving_manager.server_addresses)
         port = None if endpoint.port is None else int(endpoint.port)
         if port is not None:
-            self.relay = PortRelay(str(endpoint.listen_host), port, address).start()
+            self.relay = PortRelay(str(endpoint.listen_host), port, addresses).start()
+        elif len(addresses) > 1:
+            logger.warning(
+                "webshop.endpoint.port is unset: workers reach only the first of %d vLLM "
+                "replicas (%s); set it to spread them over all",
+                len(addresses),
+                addresses[0],
+            )
         advertise = str(endpoint.advertise_host) if endpoint.advertise_host else None
-        self.base_url = published_base_url(address, advertise, port, ray.util.get_node_ip_address())
-        logger.info("workers are sent to %s (vLLM server %s)", self.base_url, address)
+        self.base_url = published_base_url(
+            addresses[0], advertise, port, ray.util.get_node_ip_address()
+        )
+        logger.info("workers are sent to %s (vLLM servers %s)", self.base_url, addresses)
 
     # --- one step ------------------------------------------------------------------------
     def _batch(self, records: Sequence[RolloutRecord]) -> tuple[DataProto | None, dict]:

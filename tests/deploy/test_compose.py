@@ -192,6 +192,48 @@ def test_train_config_default_names_a_verl_config() -> None:
     assert _env_example()["TRAIN_CONFIG"] in CONFIG_NAMES
 
 
+def _compose_environment(service: dict[str, Any], env: dict[str, str]) -> dict[str, str]:
+    """The service's environment with the ``.env`` values substituted as Compose does
+    (``${NAME}``, ``${NAME:-default}``)."""
+
+    def value(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(0)[2:-1].partition(":-")[2]
+        return env.get(name) or default
+
+    return {
+        key: re.sub(r"\$\{([A-Z_][A-Z0-9_]*)(?::-[^}]*)?\}", value, str(raw))
+        for key, raw in service["environment"].items()
+    }
+
+
+def test_default_env_lets_the_default_gpu_config_start(services) -> None:
+    """``cp .env.example .env && docker compose --profile gpu up``: the workers play as the
+    default verl config expects, so the trainer's start-up check passes (it stopped with
+    "WSRL_AGENT_MODE=text but the verl config 'fast' expects tools")."""
+    from app.config import Settings
+    from app.core.agent import check_agent_settings
+    from trainer.backends.verl.config import load_config
+
+    env = _env_example()
+    worker = _compose_environment(services["worker"], env)
+    settings = Settings(
+        _env_file=None,
+        **{
+            key.removeprefix("WSRL_").lower(): value
+            for key, value in worker.items()
+            if key.startswith("WSRL_AGENT_") or key == "WSRL_MAX_STEPS"
+        },
+    )
+    config = load_config(env["TRAIN_CONFIG"])
+    check_agent_settings(
+        settings,
+        f"the verl config {env['TRAIN_CONFIG']!r}",
+        max_steps=config.webshop.max_turns,
+        mode=config.webshop.agent_mode,
+        constrained_replies=False,
+    )
+
+
 def test_slim_dockerfile_installs_no_train_extra() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     installs = " ".join(line for line in dockerfile.splitlines() if "pip install" in line)

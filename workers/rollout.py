@@ -14,7 +14,8 @@ Idempotent and safe to deliver more than once (jobs are acknowledged late):
   up to ``retry_backoff_max_s``, so a rollout outlives a minute-long outage of any part;
 - a delivery never ends without its outcome recorded: while Postgres is unreachable the
   worker thread keeps the (unacknowledged) message and retries writing, within the same
-  budget.
+  budget; past it the task rejects the message back to the queue
+  (:func:`workers.tasks.run_rollout`) rather than acknowledging it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -228,6 +230,33 @@ def test_post_same_idempotency_key_returns_the_same_rollouts(
     other = client.post("/v1/rollouts", json={**body, "group_size": 3}, headers={**AUTH, **key})
     assert other.status_code == 409
     assert "used for a different request" in other.json()["detail"]
+
+
+def test_retry_while_the_first_request_still_runs_waits_and_gets_its_rollouts(
+    client: TestClient, rows: Rows, db_engine: Engine
+) -> None:
+    """A client that timed out and retried with the same key while its first large
+    enqueue is still inserting: one batch, both answers name it."""
+    goals = [rows.goal() for _ in range(5)]
+    body = {"goal_ids": goals, "group_size": 200}
+    key = {"Idempotency-Key": f"race-{uuid.uuid4().hex}"}
+
+    def post(_: int) -> tuple[float, httpx.Response, float]:
+        started = time.monotonic()
+        answer = client.post("/v1/rollouts", json=body, headers={**AUTH, **key})
+        return started, answer, time.monotonic()
+
+    with ThreadPoolExecutor(2) as pool:
+        calls = list(pool.map(post, [0, 1]))
+    assert max(c[0] for c in calls) < min(c[2] for c in calls), "the requests overlapped"
+    answers = [answer for _, answer, _ in calls]
+    assert [a.status_code for a in answers] == [201, 201], answers[1].text
+    assert answers[0].json() == answers[1].json()
+    with Session(db_engine) as session:
+        count = session.scalar(
+            select(func.count()).select_from(Rollout).where(Rollout.goal_id.in_(goals))
+        )
+    assert count == 1000
 
 
 def test_post_with_a_key_past_its_retention_creates_anew(

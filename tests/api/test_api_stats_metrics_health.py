@@ -32,7 +32,13 @@ def test_stats_by_policy_version_and_throughput(client: TestClient, rows: Rows) 
             finished_ago_s=30,
         )
     rows.rollout(goal, status=RolloutStatus.RUNNING)
-    rows.rollout(goal, status=RolloutStatus.FAILED, finished_ago_s=3600)
+    rows.rollout(  # served by the same version, failed by an outage: not in its figures
+        goal,
+        status=RolloutStatus.FAILED,
+        versions=(version, version),
+        finished_ago_s=3600,
+        last_error="failed after 3 attempts: env error: env server unreachable",
+    )
     body = client.get("/v1/stats", params={"window_minutes": 10}).json()
     mine = [v for v in body["by_policy_version"] if v["policy_version"] == version]
     assert mine == [

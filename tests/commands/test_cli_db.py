@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,9 +17,12 @@ from app.db import migrate
 WSRL = str(Path(sys.executable).parent / "wsrl")
 
 
-def _wsrl(database_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _wsrl(
+    database_url: str, cwd: Path, *args: str, **settings: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
     env.update(WSRL_DATABASE_URL=database_url, WSRL_DATA_DIR=str(cwd / "data"), COLUMNS="200")
+    env.update(settings)
     return subprocess.run(
         [WSRL, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
     )
@@ -73,6 +77,20 @@ def test_sql_counts_and_refuses_writes(empty_database_url: str, tmp_path: Path) 
 def test_sql_syntax_error_exits_1(database_url: str, tmp_path: Path) -> None:
     result = _wsrl(database_url, tmp_path, "sql", "selec 1")
     assert result.returncode == 1 and "syntax error" in result.stderr
+
+
+def test_sql_statement_timeout_is_short_by_default_and_configurable(
+    database_url: str, tmp_path: Path
+) -> None:
+    shown = _wsrl(database_url, tmp_path, "sql", "show statement_timeout", "-f", "csv")
+    assert shown.stdout.splitlines() == ["statement_timeout", "30s"], shown.stderr
+    started = time.monotonic()
+    slept = _wsrl(
+        database_url, tmp_path, "sql", "select pg_sleep(60)", WSRL_SQL_STATEMENT_TIMEOUT_S="1"
+    )
+    assert slept.returncode == 1
+    assert "statement timeout" in slept.stderr and "limit 1s" in slept.stderr, slept.stderr
+    assert time.monotonic() - started < 20, "pg_sleep(60) was cut at the timeout"
 
 
 def test_db_without_any_database_says_how_to_get_one(tmp_path: Path) -> None:

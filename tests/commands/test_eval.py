@@ -1,8 +1,10 @@
-"""``wsrl eval``'s answer: completed and failed episodes apart, and a wait that outlives
-a database restart (a real embedded PostgreSQL, stopped and started again)."""
+"""``wsrl eval``'s answer: completed and failed episodes apart, a non-zero exit when an
+outage failed them (a real deployment: workers, env server, scripted LLM), and a wait that
+outlives a database restart (a real embedded PostgreSQL, stopped and started again)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from helpers.factories import make_goal, make_rollout
+from helpers.processes import REPO, WSRL, child_env, set_llm_fault
+from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
@@ -55,6 +59,39 @@ def test_infrastructure_reasons(reason: str, infrastructure: bool) -> None:
 def test_no_completed_episode_scores_0_and_says_so() -> None:
     result = score_of([Outcome("failed", None, "failed after 3 attempts: env error: x")])
     assert result.line() == "score=0.0 success=0.0% episodes=0 failed=1"
+
+
+@pytest.mark.slow
+def test_eval_of_rollouts_failed_by_an_outage_exits_1_and_says_so(
+    make_database: Callable[[], str], redis_url: str, tmp_path: Path
+) -> None:
+    """The LLM server answers 503 past every budget: no episode completes, so the last
+    line has no score to give and says ``failed=3``, and the exit status is 1."""
+    settings = isolated_settings(
+        make_database,
+        redis_url,
+        tmp_path,
+        max_attempts=1,
+        outage_budget_s=0.0,
+        llm_retry_budget_s=1.0,
+        llm_backoff_initial_s=0.1,
+        llm_backoff_max_s=0.2,
+    )
+    with RolloutStack.start(tmp_path, settings, workers=1, concurrency=3) as stack:
+        set_llm_fault(stack.llm, "error_5xx")
+        done = subprocess.run(
+            [*WSRL, "eval", "--split", "test", "--limit", "3", "--timeout", "120"],
+            env=child_env(stack.settings),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert done.stdout.strip().splitlines()[-1] == "score=0.0 success=0.0% episodes=0 failed=3"
+    assert done.returncode == 1, done.stderr
+    said = " ".join(done.stderr.split())  # the console wraps long lines
+    assert "3 of 3 rollouts did not complete (not in the score), 3 for an infrastructure" in said
+    assert "3 x LLMUnavailable" in said
 
 
 @pytest.mark.slow

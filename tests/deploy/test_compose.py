@@ -78,6 +78,16 @@ def test_dependencies_exist_and_wait_for_health(services) -> None:
                 assert "healthcheck" in services[dep], f"{name} waits on {dep}, which has none"
 
 
+def test_redis_keeps_its_append_only_file_in_a_volume(compose, services) -> None:
+    """Postgres is the truth, but a restarted Redis that kept its queue loses no message
+    for the reconciler to find: the append-only file lands in /data, a named volume."""
+    command = services["redis"]["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    volumes = dict(v.split(":", 1) for v in services["redis"]["volumes"])
+    assert {target for target in volumes.values()} == {"/data"}
+    assert set(volumes) <= set(compose["volumes"]), "a named volume, not the container's layer"
+
+
 def test_gpu_profile_trainer_reserves_nvidia_gpus_and_mounts_hf_cache(services) -> None:
     gpu = services["trainer-gpu"]
     assert gpu["profiles"] == ["gpu"]

@@ -287,12 +287,16 @@ def example_agent(log_dir: Path, *, port: int | None = None) -> ServiceProcess:
     )
 
 
-def reconciler(log_dir: Path, settings: Settings, *, interval_s: float) -> ServiceProcess:
-    """``wsrl reconcile`` passing every ``interval_s``; its log has a line per pass that
-    changed something (``reconciler: ...``) and a traceback per pass that failed."""
+def reconciler(
+    log_dir: Path, settings: Settings, *, interval_s: float | None = None
+) -> ServiceProcess:
+    """``wsrl reconcile`` passing every ``interval_s`` (None: the settings' period); its log
+    has a line per pass that changed something (``reconciler: ...``) and a traceback per
+    pass that failed."""
+    interval = [] if interval_s is None else ["--interval", str(interval_s)]
     return ServiceProcess(
         name="reconciler",
-        args=[*WSRL, "reconcile", "--interval", str(interval_s)],
+        args=[*WSRL, "reconcile", *interval],
         env=child_env(settings),
         log_path=log_dir / "reconciler.log",
         ready=lambda process: process.alive(),

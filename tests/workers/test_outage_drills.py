@@ -2,8 +2,9 @@
 down for a minute, Redis flushed mid-run.
 
 The whole deployment runs as processes with DEFAULT settings (no shortened heartbeat,
-budget or backoff): env server, scripted LLM (oracle), 2 Celery worker processes x 8
-threads, ``wsrl reconcile`` and ``wsrl eval`` on 15 test goals. The part goes down while
+budget, backoff or reconciler period): env server, scripted LLM (oracle), 2 Celery worker
+processes x 8 threads, ``wsrl reconcile`` (a pass every 30 s) and ``wsrl eval`` on 15
+test goals. The part goes down while
 the rollouts are mid-episode and comes back 60 s later (Redis: its database is flushed,
 the policy endpoint record and the queued messages with it). Each drill ends with: every
 rollout exactly one succeeded attempt and no duplicate rows, no other attempt unless it
@@ -46,7 +47,6 @@ OUTAGE_S = 60.0
 RECOVERY_S = 120.0  # the acceptance: every rollout final within 2 minutes of the return
 GOALS = 15
 LLM_LATENCY_MS = 1000.0  # episodes of several seconds: the outage finds them mid-way
-RECONCILE_EVERY_S = 1.0  # a reconciler at work right when the part comes back
 
 
 @contextmanager
@@ -161,7 +161,7 @@ def _outage_drill(
     """Takes ``part`` down for ``OUTAGE_S`` once every eval rollout has started, brings it
     back and checks the outcome (``outage``, ``resent``: as :func:`_check_outcome`)."""
     with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
-        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
+        reconcile = reconciler(tmp_path, stack.settings).start()
         try:
             with _running_eval(stack) as eval_done:
                 ids = _wait_all_started(stack)
@@ -256,7 +256,7 @@ def test_redis_flushed_mid_run_is_recovered(
     settings = isolated_settings(make_database, redis_url, tmp_path)
     settings = drill_settings(settings.database_url, redis_url)
     with RolloutStack.start(tmp_path, settings, llm_latency_ms=LLM_LATENCY_MS) as stack:
-        reconcile = reconciler(tmp_path, stack.settings, interval_s=RECONCILE_EVERY_S).start()
+        reconcile = reconciler(tmp_path, stack.settings).start()
         try:
             for worker in stack.workers[1:]:
                 worker.stop()  # 8 threads for 15 rollouts: some stay queued

@@ -3,7 +3,10 @@ says so in ``/health`` (real uvicorn servers)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
+import pytest
 
 
 def test_agl_key_cannot_reset_an_agentgym_env(client: httpx.Client) -> None:
@@ -62,3 +65,27 @@ def test_one_client_cannot_take_every_session(start_server) -> None:
         with httpx.Client(base_url=running.url, transport=elsewhere, timeout=10) as other:
             assert other.get("/health").json()["status"] == "ok"
             assert other.post("/sessions", json={}).status_code == 201
+
+
+@pytest.mark.slow
+def test_flood_of_10_000_sessions_leaves_room_for_other_clients(start_server) -> None:
+    """The issue's flood at the default caps: 10,000 ``POST /sessions`` from one address
+    get half of the 10,000 sessions; a worker on another address still plays."""
+
+    def flood(requests: int) -> list[int]:
+        with httpx.Client(base_url=running.url, timeout=30) as flooder:
+            return [flooder.post("/sessions").status_code for _ in range(requests)]
+
+    with start_server() as running:
+        with ThreadPoolExecutor(8) as pool:
+            codes = [code for part in pool.map(flood, [1250] * 8) for code in part]
+        assert (codes.count(201), codes.count(429)) == (5_000, 5_000)
+        elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+        with httpx.Client(base_url=running.url, transport=elsewhere, timeout=30) as worker:
+            health = worker.get("/health").json()
+            assert (health["status"], health["sessions"]) == ("ok", 5_000)
+            session = worker.post("/sessions", json={"goal_id": 0})
+            assert session.status_code == 201, session.text
+            sid = session.json()["session_id"]
+            step = worker.post(f"/sessions/{sid}/step", json={"action": "search[shoes]"})
+            assert step.status_code == 200 and step.json()["info"]["valid"]

@@ -130,6 +130,8 @@ def train(
         settings.resolved_redis_url()
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
+    if model == TINY:  # before the minutes of bootstrapping it
+        _check_bootstrap_settings(settings, None)
     model_path = ensure_tiny_policy(settings.data_dir) if model == TINY else Path(model)
     if not (model_path / "config.json").is_file():
         raise fail(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
@@ -164,20 +166,23 @@ def train(
     )
 
 
-def _check_bootstrap_settings(settings, model_path: Path) -> None:
+def _check_bootstrap_settings(settings, model_path: Path | None) -> None:
     """A bootstrapped policy was trained on prompts with a set history length: the workers
-    must prompt it the same way."""
+    must prompt it the same way. ``model_path`` None: the tiny policy that
+    ``wsrl policy bootstrap`` builds with its defaults."""
     from app.core.agent import AgentSettingsMismatch, check_agent_settings
-    from trainer.bootstrap import MANIFEST
+    from trainer.bootstrap import MANIFEST, BootstrapConfig
 
-    manifest = model_path / MANIFEST
-    if not manifest.is_file():
-        return
-    history = json.loads(manifest.read_text()).get("history_steps")
+    if model_path is None:
+        history, source = BootstrapConfig().history_steps, "the tiny policy's bootstrap"
+    else:
+        manifest = model_path / MANIFEST
+        if not manifest.is_file():
+            return
+        history = json.loads(manifest.read_text()).get("history_steps")
+        source = f"the policy's bootstrap ({manifest})"
     try:
-        check_agent_settings(
-            settings, f"the policy's bootstrap ({manifest})", history_steps=history, mode="text"
-        )
+        check_agent_settings(settings, source, history_steps=history, mode="text")
     except AgentSettingsMismatch as exc:
         raise fail(exc) from exc
 

@@ -41,3 +41,21 @@ def test_dev_passes_train_starts_to_the_trainer(
     assert len(seen) == 1, result.output
     [options] = seen
     assert options[options.index("--train-starts") + 1] == "item,search"
+
+
+def test_tiny_policy_with_mismatched_worker_settings_is_refused_before_bootstrapping(
+    monkeypatch: pytest.MonkeyPatch, test_settings: Settings
+) -> None:
+    """`docker compose --profile dev up` with `.env`'s tools mode and 4 history steps: the
+    trainer says so at once, not after the 10-17 minutes of bootstrapping the tiny policy."""
+    from app.commands import train
+
+    bootstrapped: list[object] = []
+    settings = test_settings.model_copy(update={"agent_history_steps": 4, "agent_mode": "tools"})
+    monkeypatch.setattr("app.config.get_settings", lambda: settings)
+    monkeypatch.setattr(train, "ensure_tiny_policy", bootstrapped.append)
+    result = runner.invoke(cli, ["train", "--backend", "local", "--model", "tiny"])
+    assert result.exit_code == 1, result.output
+    assert not bootstrapped, "the bootstrap started before the settings were checked"
+    assert "WSRL_AGENT_HISTORY_STEPS=4" in result.output
+    assert "WSRL_AGENT_MODE=tools" in result.output

@@ -228,7 +228,7 @@ check_down_up() {
 # policy server, with LLM calls at the version published after the update; the published
 # version (Postgres and Redis) rose. Then `docker stop` ends it after its current step.
 check_trainer_cpu() {
-  local command since pid first steps updated after calls endpoint workers played trained
+  local command since pid first steps updated after calls endpoint workers played trained used
   command=$(compose --profile dev config --format json | "$PY" -c \
     "import json, shlex, sys; print(shlex.join(json.load(sys.stdin)['services']['trainer-cpu']['command']))")
   since=$(sql "SELECT now()")
@@ -288,8 +288,10 @@ sys.exit(not (e['version'] == $after and e['base_url'] == 'http://trainer-cpu:81
     AND split_part(a.worker, ':', 1) NOT IN ($workers)")
   [ "$played" = 0 ] && [ "$trained" -gt 0 ] \
     || fail "$trained rollouts trained on, $played of their attempts not played by a worker container"
-  steps=$(sql "SELECT count(*) FROM train_steps WHERE created_at > '$since'")
-  log "trainer-cpu trained in the stack: $steps steps ($updated with an update) on $trained rollouts the workers played, policy v$first -> v$after published as http://trainer-cpu:8100/v1, $calls LLM calls to an updated version"
+  IFS='|' read -r steps updated used <<<"$(sql "SELECT count(*),
+    count(*) FILTER (WHERE NOT metrics ? 'update/skipped'), coalesce(sum(rollouts_used), 0)
+    FROM train_steps WHERE created_at > '$since'")"
+  log "trainer-cpu trained in the stack: $steps steps ($updated with an update) on $used rollouts the worker containers played ($trained marked, retired ones included), policy v$first -> v$after published as http://trainer-cpu:8100/v1, $calls LLM calls to an updated version"
 }
 
 main() {

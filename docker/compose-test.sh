@@ -14,12 +14,17 @@
 # the project network) scores what `wsrl env baseline --agent oracle` scores; with
 # --scale worker=3 Flower lists three workers and all three play rollouts; `docker compose
 # restart worker` during an eval loses no rollout (each ends with one succeeded attempt);
-# `down` then `up` keeps the data; the CPU trainer image has torch without CUDA and
-# bootstraps a (very small) tiny policy on the stack's catalog.
+# `down` then `up` keeps the data; the dev profile's CPU trainer (torch without CUDA)
+# bootstraps a very small tiny policy on the stack's catalog, then trains it in the stack
+# with the service's own command (published as trainer-cpu:8100): train steps committed, a
+# weight update, the worker containers playing against the updated version, the published
+# version risen, a clean stop. The stack runs with `make dev-docker`'s agent settings
+# (AGENT_HISTORY_STEPS=1, AGENT_MODE=text, AGENT_CONSTRAIN_ACTIONS=true).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PROJECT=${COMPOSE_TEST_PROJECT:-wsrl-compose-test}
+TRAINER_RUN=$PROJECT-trainer-cpu-check  # the CPU trainer's container (check_trainer_cpu)
 BUDGET_S=${COMPOSE_TEST_BUDGET_S:-1500}
 PY=${COMPOSE_TEST_PYTHON:-$ROOT/.venv/bin/python}
 WORK=$(mktemp -d /tmp/wsrl-compose-test.XXXXXX)
@@ -69,13 +74,17 @@ EOF
 
 write_env() {
   {
-    grep -v -E '^(API_PORT|WEBSHOP_PORT|FLOWER_PORT|WSRL_API_TOKEN|WORKER_CONCURRENCY|TORCH_INDEX_URL|PYTHON_IMAGE|POSTGRES_IMAGE|REDIS_IMAGE)=' .env.example
+    grep -v -E '^(API_PORT|WEBSHOP_PORT|FLOWER_PORT|WSRL_API_TOKEN|WORKER_CONCURRENCY|TORCH_INDEX_URL|PYTHON_IMAGE|POSTGRES_IMAGE|REDIS_IMAGE|AGENT_HISTORY_STEPS|AGENT_MODE|AGENT_CONSTRAIN_ACTIONS)=' .env.example
     echo "API_PORT=127.0.0.1:$API"
     echo "WEBSHOP_PORT=127.0.0.1:$ENV"
     echo "FLOWER_PORT=127.0.0.1:$FLOWER"
     echo "WSRL_API_TOKEN=$TOKEN"
     echo "WORKER_CONCURRENCY=2"
     echo "TORCH_INDEX_URL="
+    # The agent settings `make dev-docker` writes into .env (what the tiny policy is bootstrapped on)
+    echo "AGENT_HISTORY_STEPS=1"
+    echo "AGENT_MODE=text"
+    echo "AGENT_CONSTRAIN_ACTIONS=true"
     echo "TEST_POSTGRES_PORT=$PG"
     echo "TEST_REDIS_PORT=$REDIS"
     echo "TEST_LLM_LATENCY_MS=150"
@@ -99,6 +108,7 @@ cleanup() {
     compose --profile dev logs --no-color --tail=40 >&2 || true
   fi
   log "cleaning up project $PROJECT"
+  docker rm -f "$TRAINER_RUN" >/dev/null 2>&1 || true
   compose --profile dev down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
   if [ "${COMPOSE_TEST_KEEP_IMAGES:-0}" != 1 ]; then
     docker rmi -f webshop-rl:slim webshop-rl:trainer-cpu >/dev/null 2>&1 || true
@@ -206,26 +216,82 @@ check_down_up() {
   log "down then up: data kept (rollouts/attempts/steps $after)"
 }
 
-# The CPU trainer image: torch's CPU build and no CUDA package, its training stack imports,
-# and `wsrl policy bootstrap` of a very small tiny policy (about 4 minutes on 2 cores).
-# No step of `wsrl train` itself: the local trainer serves its policy on 127.0.0.1 inside
-# its own container, where the worker containers cannot reach it (`wsrl train` has no
-# option for the address it advertises).
+# The dev profile's CPU trainer, in the stack. One container of the service, started with
+# its network alias (`run --use-aliases`: the workers reach it as trainer-cpu, the name it
+# advertises): torch's CPU build and no CUDA package, the training stack imports; `wsrl
+# policy bootstrap` of a very small tiny policy (history_steps=1, what the workers play
+# with: AGENT_HISTORY_STEPS=1, as `make dev-docker` writes it); then the service's own command
+# on that checkpoint, with groups of 4 starting on the item page (where that policy's
+# rewards differ within a group; from the search page it never buys, every group scores 0
+# and no step updates the weights). Checked from the host while it runs: train steps
+# committed, one of them an update; the worker containers played the rollouts against its
+# policy server, with LLM calls at the version published after the update; the published
+# version (Postgres and Redis) rose. Then `docker stop` ends it after its current step.
 check_trainer_cpu() {
-  compose --profile dev run --rm --no-deps -T trainer-cpu sh -c '
+  local command since pid first steps updated after calls endpoint workers played trained used
+  command=$(compose --profile dev config --format json | "$PY" -c \
+    "import json, shlex, sys; print(shlex.join(json.load(sys.stdin)['services']['trainer-cpu']['command']))")
+  since=$(sql "SELECT now()")
+  compose --profile dev run --rm --no-deps --use-aliases -T --name "$TRAINER_RUN" trainer-cpu sh -c "
     set -e
-    python -c "import torch; assert torch.version.cuda is None, torch.version.cuda; print(torch.__version__)"
-    ! pip list 2>/dev/null | grep -i -E "^(nvidia-(cu|nccl|nvjit|nvtx|cusparse)|triton )"
-    python -c "
+    python -c 'import torch; assert torch.version.cuda is None, torch.version.cuda; print(torch.__version__)'
+    ! pip list 2>/dev/null | grep -i -E '^(nvidia-(cu|nccl|nvjit|nvtx|cusparse)|triton )'
+    python -c '
 import torch, trainer.backends.local, transformers
 model = torch.nn.Linear(8, 2); opt = torch.optim.AdamW(model.parameters())
-loss = model(torch.randn(4, 8)).pow(2).mean(); loss.backward(); opt.step()"
-    wsrl train --help >/dev/null
-    timeout 420 wsrl policy bootstrap --out /tmp/policy --episodes 4 --epochs 1 --hidden 16 \
-      --layers 1 --vocab 300 --eval-goals 0 >/dev/null
-    test -d /tmp/policy' \
-    > "$WORK/trainer.txt" 2>&1 || { tail -20 "$WORK/trainer.txt" >&2; fail "CPU trainer image"; }
-  log "trainer-cpu: torch $(head -1 "$WORK/trainer.txt"), no CUDA package, tiny policy bootstrapped"
+loss = model(torch.randn(4, 8)).pow(2).mean(); loss.backward(); opt.step()'
+    wsrl policy bootstrap --out /tmp/policy --episodes 4 --epochs 1 --hidden 16 --layers 1 \
+      --vocab 300 --eval-goals 0 >/dev/null
+    echo bootstrapped
+    exec $command --model /tmp/policy --checkpoint-dir /tmp/checkpoints --group-size 4 \
+      --batch-groups 1 --max-staleness 0 --train-starts item" \
+    > "$WORK/trainer.txt" 2>&1 < /dev/null &
+  pid=$!
+  log "trainer-cpu: bootstrapping a tiny policy, then \`$command\` on it"
+  while :; do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" || true; tail -30 "$WORK/trainer.txt" >&2; fail "CPU trainer exited"; }
+    [ "$(left)" -gt 150 ] || { tail -30 "$WORK/trainer.txt" >&2; fail "CPU trainer: no update and two steps in time"; }
+    # One query a look: the version it started serving at (none yet: still bootstrapping),
+    # steps committed, steps that updated the weights, and the LLM calls the workers made to
+    # its policy server once it served updated weights.
+    IFS='|' read -r first steps updated calls <<<"$(sql "WITH v AS (SELECT min(version) AS first
+      FROM policy_versions WHERE created_at > '$since')
+      SELECT v.first, (SELECT count(*) FROM train_steps WHERE created_at > '$since'),
+        (SELECT count(*) FROM train_steps WHERE created_at > '$since'
+          AND NOT metrics ? 'update/skipped'),
+        (SELECT count(*) FROM llm_calls c JOIN attempts a ON a.id = c.attempt_id
+          JOIN rollouts r ON r.id = a.rollout_id WHERE r.created_at > '$since'
+          AND a.status = 'succeeded' AND c.policy_version > v.first
+          AND c.response_token_ids IS NOT NULL) FROM v")"
+    [ -n "$first" ] && [ "$steps" -ge 2 ] && [ "$updated" -ge 1 ] && [ "$calls" -gt 0 ] && break
+    sleep 3
+  done
+  grep -q '^bootstrapped' "$WORK/trainer.txt" || fail "CPU trainer: no bootstrap"
+  log "trainer-cpu: torch $(head -1 "$WORK/trainer.txt"), no CUDA package; stopping it after $steps steps"
+  docker stop -t 120 "$TRAINER_RUN" >/dev/null
+  wait "$pid" || { tail -30 "$WORK/trainer.txt" >&2; fail "CPU trainer did not stop cleanly"; }
+  grep -E '^(trainer:|step [0-9])' "$WORK/trainer.txt" >&2 || true
+  after=$(sql "SELECT max(version) FROM policy_versions")
+  [ "$after" -gt "$first" ] || fail "policy version $first at start, $after after"
+  [ "$(sql "SELECT base_url FROM policy_versions WHERE version = $after")" = \
+    "http://trainer-cpu:8100/v1" ] || fail "policy version $after not published as trainer-cpu:8100"
+  endpoint=$(compose exec -T redis redis-cli GET wsrl:policy:endpoint)
+  "$PY" -c "import json, sys; e = json.loads(sys.argv[1]); \
+sys.exit(not (e['version'] == $after and e['base_url'] == 'http://trainer-cpu:8100/v1'))" \
+    "$endpoint" || fail "Redis endpoint record: $endpoint (expected version $after)"
+  # Trained rollouts were played by worker containers (worker = hostname:pid, the hostname
+  # the short container id), none elsewhere.
+  workers=$(compose ps -q worker | cut -c1-12 | sed "s/.*/'&'/" | paste -sd, -)
+  trained=$(sql "SELECT count(*) FROM rollouts WHERE train_step IS NOT NULL AND created_at > '$since'")
+  played=$(sql "SELECT count(*) FROM attempts a JOIN rollouts r ON r.id = a.rollout_id
+    WHERE r.train_step IS NOT NULL AND r.created_at > '$since' AND a.status = 'succeeded'
+    AND split_part(a.worker, ':', 1) NOT IN ($workers)")
+  [ "$played" = 0 ] && [ "$trained" -gt 0 ] \
+    || fail "$trained rollouts trained on, $played of their attempts not played by a worker container"
+  IFS='|' read -r steps updated used <<<"$(sql "SELECT count(*),
+    count(*) FILTER (WHERE NOT metrics ? 'update/skipped'), coalesce(sum(rollouts_used), 0)
+    FROM train_steps WHERE created_at > '$since'")"
+  log "trainer-cpu trained in the stack: $steps steps ($updated with an update) on $used rollouts the worker containers played ($trained marked, retired ones included), policy v$first -> v$after published as http://trainer-cpu:8100/v1, $calls LLM calls to an updated version"
 }
 
 main() {

@@ -118,6 +118,19 @@ def test_dev_profile_runs_the_cpu_trainer(services) -> None:
     assert "deploy" not in cpu
 
 
+def test_compose_test_runs_the_agent_settings_of_make_dev_docker() -> None:
+    """`make compose-test` trains the dev profile's CPU trainer on a policy bootstrapped with
+    history_steps=1: its stack must prompt the way `make dev-docker`'s does."""
+    makefile = (ROOT / "Makefile").read_text()
+    settings = re.search(r"^DEV_AGENT := (.*)$", makefile, re.M)
+    assert settings is not None and "$(DEV_AGENT)" in makefile.split("\ndev-docker:")[1]
+    dev = dict(re.findall(r"\b(AGENT_[A-Z_]+)=(\S+)", settings.group(1)))
+    script = (ROOT / "docker" / "compose-test.sh").read_text()
+    tested = dict(re.findall(r'echo "(AGENT_[A-Z_]+)=(\S+)"', script))
+    assert dev["AGENT_HISTORY_STEPS"] == "1"
+    assert tested == dev
+
+
 def test_core_services_have_no_profile(services) -> None:
     core = ("postgres", "redis", "migrate", "webshop", "api", "worker", "reconciler", "flower")
     assert all("profiles" not in services[name] for name in core)

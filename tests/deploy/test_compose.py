@@ -279,3 +279,12 @@ def test_slim_requirements_resolve_without_torch(tmp_path: Path) -> None:
     heavy = sorted(n for n in names if n in {"torch", "triton"} or n.startswith("nvidia-"))
     assert not heavy, f"the slim image would install {heavy}"
     assert {"celery", "fastapi", "sqlalchemy"} <= names
+
+
+def test_token_capture_can_be_turned_off_for_the_compose_workers(services) -> None:
+    """The troubleshooting fix for an endpoint that rejects `return_token_ids`
+    (`WSRL_LLM_TOKEN_CAPTURE=false`) reaches the workers through `.env`."""
+    env = _env_example()
+    worker = _compose_environment(services["worker"], {**env, "LLM_TOKEN_CAPTURE": "false"})
+    assert worker["WSRL_LLM_TOKEN_CAPTURE"] == "false"
+    assert _compose_environment(services["worker"], env)["WSRL_LLM_TOKEN_CAPTURE"] == "true"

@@ -10,7 +10,7 @@ worker's own methods. What runs is the project's code (``_batch``, ``_train_on``
 verl but no cluster is started.
 
     python benchmarks/verl_gpu.py check                   # exit 1 when a check fails
-    python benchmarks/verl_gpu.py memory --config fast    # fast | qwen | qwen3b
+    python benchmarks/verl_gpu.py memory --config fast    # fast | qwen | qwen3b; --save
 
 ``check``, on the tiny policy's architecture (random weights, a tokenizer trained on a few
 lines; nothing downloaded), with multi-turn rollouts sampled by the policy server's
@@ -28,7 +28,9 @@ sampler (:func:`trainer.generation.generate_batch`) on the GPU:
 ``memory`` builds the config's Qwen2.5 model from its published shape (random bf16
 weights, no download), loads it through verl as the config does, and runs one step on
 ``rollout.n`` samples of the config's full prompt + response length: the peak GPU memory
-of that step, against the config's ``webshop.gpu_memory_estimate_gib``.
+of that step, against the config's ``webshop.gpu_memory_estimate_gib``; with ``--save``
+also the size of verl's checkpoint of it (``VerlBackend.save``) against
+``webshop.checkpoint_gib``.
 
 ``attn_implementation`` is ``sdpa`` unless ``--attn flash_attention_2`` (flash-attn
 installed): the figures of docs/benchmarks.md were taken with sdpa.
@@ -355,7 +357,7 @@ def check_local(checks: Checks, tiny: Path, device: str = "cuda") -> None:
         )
 
 
-def memory(name: str, attn: str, work: Path) -> None:
+def memory(name: str, attn: str, work: Path, save: bool = False) -> None:
     from trainer.samples import CallRecord, RolloutRecord
 
     folder = work / f"qwen-{name}"
@@ -393,6 +395,19 @@ def memory(name: str, attn: str, work: Path) -> None:
         f"{trainer.config.webshop.gpu_memory_estimate_gib} GiB; {torch.cuda.get_device_name()}",
         flush=True,
     )
+    if save:  # verl's checkpoint of this model after the step, against webshop.checkpoint_gib
+        from trainer.backends.verl.trainer import VerlBackend
+
+        trainer.config.trainer.save_freq = 1
+        trainer.config.trainer.default_local_dir = str(work / "checkpoints")
+        started = time.perf_counter()
+        folder = Path(VerlBackend(trainer).save(step=1, version=1))
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**30
+        print(
+            f"{name}: checkpoint {size:.2f} GiB in {time.perf_counter() - started:.1f} s; the "
+            f"config's estimate: {trainer.config.webshop.checkpoint_gib} GiB",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -400,12 +415,13 @@ def main() -> None:
     parser.add_argument("what", choices=("check", "memory"))
     parser.add_argument("--config", choices=tuple(QWEN_SHAPES), default="fast")
     parser.add_argument("--attn", default="sdpa", help="sdpa or flash_attention_2")
+    parser.add_argument("--save", action="store_true", help="memory: also save a checkpoint")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs an NVIDIA GPU (torch.cuda.is_available() is False)")
     with tempfile.TemporaryDirectory() as work:
         if args.what == "memory":
-            memory(args.config, args.attn, Path(work))
+            memory(args.config, args.attn, Path(work), args.save)
             return
         checks = Checks()
         tiny = tiny_checkpoint(Path(work) / "tiny")

@@ -334,3 +334,8 @@ def test_max_and_min_metrics_are_not_averaged() -> None:
     assert reduce_metric("response_length/max", [10, 40, 20]) == 40.0
     assert reduce_metric("actor/pg_clipfrac_max", [0.1, 0.3]) == 0.3
     assert reduce_metric("response_length/min", [10, 40, 20]) == 10.0
+    # verl 0.9.1's actor update reports its peak memory per mini-batch under these names
+    # (seen on a GPU): the step's peak is the largest, not their mean.
+    assert reduce_metric("actor/perf/max_memory_allocated_gb", [14.9, 5.6]) == 14.9
+    assert reduce_metric("actor/perf/max_memory_reserved_gb", [21.0, 6.0]) == 21.0
+    assert reduce_metric("actor/perf/cpu_memory_used_gb", [2.0, 4.0]) == 3.0

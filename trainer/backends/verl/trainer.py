@@ -70,13 +70,14 @@ its weights (verl's checkpoint knows neither our versions nor what was committed
 
 
 def reduce_metric(key: str, values: Any) -> float:
-    """One number for a metric verl reports per micro-batch: the maximum of a ``.../max``
-    or ``..._max`` metric, the minimum of a ``min`` one, else the mean (averaging a
-    maximum would hide the spike it is there to show)."""
+    """One number for a metric verl reports per mini-batch: the maximum of a ``.../max``,
+    ``..._max`` or ``.../max_...`` metric (verl's actor reports
+    ``actor/perf/max_memory_allocated_gb``), the minimum of a ``min`` one, else the mean
+    (averaging a maximum would hide the spike it is there to show)."""
     name = key.rsplit("/", 1)[-1]
-    if name == "max" or name.endswith("_max"):
+    if name == "max" or name.endswith("_max") or name.startswith("max_"):
         return float(np.max(values))
-    if name == "min" or name.endswith("_min"):
+    if name == "min" or name.endswith("_min") or name.startswith("min_"):
         return float(np.min(values))
     return float(np.mean(values))
 

@@ -33,8 +33,6 @@ from trainer.tiny_policy import (
 
 logger = logging.getLogger(__name__)
 MANIFEST = "bootstrap.json"
-OPTION_VALUES = ("random", "instruction")
-"""What :attr:`BootstrapConfig.option_values` may be."""
 
 Progress = Callable[[str, int, int, str], None]
 """``(phase, done, total, detail)``, called as the bootstrap goes: phases
@@ -89,11 +87,6 @@ class BootstrapConfig:
     then buying) are added. Choosing the option whose value the instruction names is
     learned from many examples: held-out option clicks 2-3/57 without these, 29/57 with
     800 goals' option steps (6 epochs)."""
-    option_values: str = "instruction"
-    """Which option values the item-page demonstrations click: ``instruction`` (the values
-    the instruction names) or ``random`` (a random value of each option the instruction
-    names: the policy learns the clicks and the buy but not which value, a choice left to
-    reinforcement learning; see :func:`trainer.demonstrations.fair_action`)."""
     copy: CopyTask = field(default_factory=CopyTask)
     """Copy pretraining before the demonstrations (:mod:`trainer.copy_pretraining`)."""
     tokenizer_goals: int = 400
@@ -129,9 +122,7 @@ def _drills(
 ) -> list[demonstrations.Demonstration]:
     """The demonstrator's steps of some kinds of decision on ``goal_ids``: more practice on
     those decisions without the cost of whole episodes."""
-    demos = demonstrations.collect(
-        env, goal_ids, max_steps, config.history_steps, config.option_values == "random"
-    )
+    demos = demonstrations.collect(env, goal_ids, max_steps, config.history_steps)
     return [d for d in demos if demonstrations.action_kind(d.action) in kinds]
 
 
@@ -220,10 +211,6 @@ def bootstrap(
     progress: Progress = _no_progress,
 ) -> dict:
     """Builds (or reuses) the warm-started tiny policy in ``out``; returns its manifest."""
-    if config.option_values not in OPTION_VALUES:
-        raise ValueError(
-            f"option_values {config.option_values!r}: use one of {', '.join(OPTION_VALUES)}"
-        )
     if not force and (manifest := cached_manifest(out, config)) is not None:
         logger.info("tiny policy cached in %s", out)
         return {**manifest, "cached": True}
@@ -238,9 +225,7 @@ def bootstrap(
     rng = random.Random(config.seed)
     goal_ids = rng.sample(train, config.episodes)
     progress("demonstrations", 0, 4, "episodes")
-    demos = demonstrations.collect(
-        env, goal_ids, config.max_steps, config.history_steps, config.option_values == "random"
-    )
+    demos = demonstrations.collect(env, goal_ids, config.max_steps, config.history_steps)
     others = [g for g in train if g not in set(goal_ids)]
     progress("demonstrations", 1, 4, "search drills")
     demos += _drills(env, _some(rng, others, config.search_goals), 1, ("search",), config)

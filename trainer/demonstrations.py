@@ -33,9 +33,8 @@ the ``click [ id`` of the action list, the pattern a copying (induction) head fo
 
 from __future__ import annotations
 
-import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,33 +66,14 @@ class Demonstration:
         return f"{verb}[ {argument}"
 
 
-OptionGroups = Sequence[tuple[str, Sequence[str]]]
-"""An item page's options: ``(name, values)`` in page order."""
-
-
-def fair_action(
-    goal: Goal,
-    available_actions: dict[str, Any],
-    history: list[str],
-    random_options: OptionGroups | None = None,
-) -> str:
-    """The demonstrator's next action from the page's actions and the previous actions.
-
-    With ``random_options`` (the open page's option groups) each option the instruction
-    names is replaced by a value of the same option drawn at random (seeded by the goal and
-    the value, so one episode draws the same): the mechanics of an item page (one click
-    per option the instruction names, then buy) without which value, so that reinforcement
-    learning has that choice to learn (:attr:`trainer.bootstrap.BootstrapConfig.option_values`).
-    """
+def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str]) -> str:
+    """The demonstrator's next action from the page's actions and the previous actions."""
     clickables = list(available_actions.get("clickables") or [])
     if available_actions.get("has_search_bar"):
         return f"search[{search_keywords(goal.instruction)}]"
     products = [c for c in clickables if c not in BUTTONS]
     if "buy now" in clickables:  # item page: the options the instruction names, then buy
-        values = goal_option_values(goal, products)
-        if random_options is not None:
-            values = [_random_value(goal, v, random_options) for v in values]
-        clicks = [f"click[{v}]" for v in values]
+        clicks = [f"click[{v}]" for v in goal_option_values(goal, products)]
         last = history[-1] if history else ""
         done = clicks.index(last) + 1 if last in clicks else 0
         return clicks[done] if done < len(clicks) else "click[buy now]"
@@ -102,29 +82,15 @@ def fair_action(
     return "click[< prev]"
 
 
-def _random_value(goal: Goal, value: str, groups: OptionGroups) -> str:
-    for _, values in groups:
-        if value in values:
-            return random.Random(f"{goal.index}:{value}").choice(list(values))
-    return value
-
-
 def episode(
-    env: WebShopEnv,
-    goal_id: int,
-    max_steps: int,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    random_options: bool = False,
+    env: WebShopEnv, goal_id: int, max_steps: int, history_steps: int = DEFAULT_HISTORY_STEPS
 ) -> list[Demonstration]:
-    """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt
-    (``random_options``: see :func:`fair_action`)."""
+    """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt."""
     played = LocalEpisode(env, goal_id, history_steps)
     actions: list[str] = []
     demos: list[Demonstration] = []
     for _ in range(max_steps):
-        index = played.session.product_index
-        groups = env.product(index).options if random_options and index is not None else None
-        action = fair_action(played.session.goal, played.state.available_actions, actions, groups)
+        action = fair_action(played.session.goal, played.state.available_actions, actions)
         demos.append(Demonstration(goal_id, played.messages(), action))
         played.act(action)
         actions.append(action)
@@ -138,12 +104,9 @@ def collect(
     goal_ids: Iterable[int],
     max_steps: int,
     history_steps: int = DEFAULT_HISTORY_STEPS,
-    random_options: bool = False,
 ) -> list[Demonstration]:
     """Demonstrations of every goal in ``goal_ids``."""
-    return [
-        d for g in goal_ids for d in episode(env, g, max_steps, history_steps, random_options)
-    ]
+    return [d for g in goal_ids for d in episode(env, g, max_steps, history_steps)]
 
 
 def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:

@@ -32,14 +32,6 @@ def bootstrap_command(
     vocab: Annotated[
         int | None, typer.Option(min=300, help="BPE vocabulary, ids on top (default 8192).")
     ] = None,
-    option_values: Annotated[
-        str | None,
-        typer.Option(
-            help="Option values the item-page demonstrations click: 'random' (one value of "
-            "each option the instruction names, drawn at random: the choice is left to RL) "
-            "or 'instruction' (the values the instruction names). Default: random."
-        ),
-    ] = None,
     eval_goals: Annotated[
         int, typer.Option(min=0, help="Test goals to evaluate on afterwards (0 = none).")
     ] = 0,
@@ -62,7 +54,7 @@ def bootstrap_command(
     from app.config import get_settings
     from app.progress import WorkProgress
     from app.webshop.env import WebShopEnv
-    from trainer.bootstrap import OPTION_VALUES, BootstrapConfig, bootstrap
+    from trainer.bootstrap import BootstrapConfig, bootstrap
     from trainer.tiny_policy import TinySize
 
     settings = get_settings()
@@ -72,15 +64,10 @@ def bootstrap_command(
             hidden_size=hidden, heads=max(2, hidden // 32), intermediate_size=hidden * 8 // 3
         )
     size = replace(size, layers=layers or size.layers, vocab_size=vocab or size.vocab_size)
-    if option_values not in (None, *OPTION_VALUES):
-        raise typer.BadParameter(
-            f"{option_values!r}; use one of {', '.join(OPTION_VALUES)}", param_hint="--option-values"
-        )
     config = BootstrapConfig(
         seed=seed,
         episodes=episodes or BootstrapConfig.episodes,
         epochs=epochs or BootstrapConfig.epochs,
-        option_values=option_values or BootstrapConfig.option_values,
         size=size,
     )
     target = out or settings.data_dir / "policy" / f"tiny-{seed}"

@@ -106,32 +106,6 @@ def test_demonstrations_succeed_on_most_goals(env: WebShopEnv) -> None:
     assert sum(rewards) / len(goals) >= 0.75
 
 
-def test_random_option_demonstrations_keep_the_mechanics_but_not_the_values(
-    env: WebShopEnv,
-) -> None:
-    """``random_options``: the same steps as the fair demonstrator (search, result, one
-    click per option the instruction names, buy), each click a value of the same option,
-    drawn the same way on every build, and not the instruction's value on many goals."""
-    differ = same_goals = 0
-    for goal_id in env.goal_ids("train")[:60]:
-        fair = demonstrations.episode(env, goal_id, max_steps=15, history_steps=1)
-        drawn = demonstrations.episode(env, goal_id, 15, 1, random_options=True)
-        again = demonstrations.episode(env, goal_id, 15, 1, random_options=True)
-        assert [d.action for d in drawn] == [d.action for d in again]
-        assert [demonstrations.action_kind(d.action) for d in drawn] == [
-            demonstrations.action_kind(d.action) for d in fair
-        ]
-        session = env.new_session(goal_id)
-        for f, d in zip(fair, drawn, strict=True):
-            if demonstrations.action_kind(f.action) == "option":
-                groups = env.product(session.product_index).option_values()
-                assert groups[d.action[6:-1]] == groups[f.action[6:-1]]
-                differ += d.action != f.action
-            session.step(f.action)
-        same_goals += any(demonstrations.action_kind(f.action) == "option" for f in fair)
-    assert same_goals >= 20 and differ >= same_goals // 2
-
-
 def test_tokenizer_makes_product_ids_single_tokens_and_decodes_exactly(
     env: WebShopEnv, built
 ) -> None:

@@ -102,6 +102,7 @@ def dev(
     threads: Annotated[int, typer.Option(min=1, help="Threads of the Celery worker.")] = 16,
     group_size: Annotated[int, typer.Option(min=2, help="Rollouts per GRPO group.")] = 4,
     batch_groups: Annotated[int, typer.Option(min=1, help="Groups per update.")] = 4,
+    lr: Annotated[float, typer.Option(help="Learning rate of the trainer (> 0).")] = 1e-4,
     max_staleness: Annotated[int, typer.Option(min=0, help="Versions a group may lag.")] = 1,
     steps: Annotated[
         int | None, typer.Option(min=1, help="Stop everything after N train steps.")
@@ -135,6 +136,8 @@ def dev(
         starts = ",".join(parse_starts(train_starts))
     except ValueError as exc:
         raise fail(f"--train-starts: {exc}") from exc
+    if lr <= 0:
+        raise fail(f"--lr {lr}: the learning rate must be above 0 (the default is 1e-4)")
     started = time.monotonic()
     settings = get_settings()
     _prepare(settings)
@@ -163,6 +166,7 @@ def dev(
         engine = make_engine(settings, pool_size=1)
         progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
         trainer_options = ["--group-size", str(group_size), "--batch-groups", str(batch_groups)]
+        trainer_options += ["--lr", str(lr)]
         trainer_options += ["--max-staleness", str(max_staleness), "--split", split]
         trainer_options += ["--train-starts", starts]
         trainer_options += ["--eval-every", str(eval_every), "--eval-goals", str(eval_goals)]

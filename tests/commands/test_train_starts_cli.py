@@ -37,10 +37,19 @@ def test_dev_passes_train_starts_to_the_trainer(
     monkeypatch.setattr(dev, "_prepare", lambda settings: None)
     monkeypatch.setattr(dev, "_check_ports", lambda settings: None)
     monkeypatch.setattr(dev, "_start_children", start_children)
-    result = runner.invoke(cli, ["dev", "--model", "m", "--train-starts", "item, search"])
+    result = runner.invoke(
+        cli, ["dev", "--model", "m", "--train-starts", "item, search", "--lr", "3e-4"]
+    )
     assert len(seen) == 1, result.output
     [options] = seen
     assert options[options.index("--train-starts") + 1] == "item,search"
+    assert float(options[options.index("--lr") + 1]) == 3e-4
+
+
+def test_dev_refuses_a_learning_rate_that_is_not_positive() -> None:
+    result = runner.invoke(cli, ["dev", "--model", "m", "--lr", "0"])
+    assert result.exit_code != 0
+    assert "--lr" in result.output
 
 
 def test_tiny_policy_with_mismatched_worker_settings_is_refused_before_bootstrapping(

@@ -150,10 +150,7 @@ def dev(
     out = RunOutput(run_log)
     supervisor = Supervisor(children_logs, env=_child_env(settings, model))
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    def interrupt(*_: object) -> None:
-        raise _Stop
-
+    interrupt = _interrupt_once(tuple(previous))
     for signum in previous:
         signal.signal(signum, interrupt)
     code = 0
@@ -200,6 +197,20 @@ def dev(
             out.print(line)
         out.close()
     raise typer.Exit(code)
+
+
+def _interrupt_once(signums: tuple[int, ...]):
+    """The handler of ``signums`` while ``wsrl dev`` runs: the first one stops the run, and
+    the ones after it (Ctrl-C pressed again, or by ``timeout`` and the shell alike) are
+    ignored until the children are stopped, instead of breaking the shutdown with a
+    traceback and exit status 1."""
+
+    def interrupt(*_: object) -> None:
+        for signum in signums:
+            signal.signal(signum, signal.SIG_IGN)
+        raise _Stop
+
+    return interrupt
 
 
 def where_to_look(settings, run_log: Path) -> list[str]:

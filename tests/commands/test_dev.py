@@ -118,6 +118,24 @@ def test_dev_trains_stops_everything_on_ctrl_c_and_resumes(
     assert all(_gone(pid) for pid in _pids(text)), text
 
 
+def test_a_second_ctrl_c_while_stopping_is_ignored() -> None:
+    """Ctrl-C pressed twice: the first stops the run, the second arrives while it stops
+    and must not raise out of the shutdown (it did: a traceback and exit status 1)."""
+    from app.commands import dev
+
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, dev._interrupt_once((signal.SIGINT,)))
+    try:
+        with pytest.raises(dev._Stop):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs at the next bytecode boundary
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)  # raises nothing now
+        time.sleep(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_bootstrapped_policy_gets_its_history_and_constrained_replies(tmp_path: Path) -> None:
     from app.commands.dev import _child_env
 

@@ -87,12 +87,6 @@ class BootstrapConfig:
     then buying) are added. Choosing the option whose value the instruction names is
     learned from many examples: held-out option clicks 2-3/57 without these, 29/57 with
     800 goals' option steps (6 epochs)."""
-    skip_options: float = 0.5
-    """Fraction of goals (episodes and item-page drills) on which the demonstrator buys
-    the opened product without choosing its options, so that whether choosing them pays
-    is left to reinforcement learning: a decision among the page's valid actions that
-    GRPO learns from the reward's option part on goals it never trained on. Zero imitates
-    the careful demonstrator everywhere (the best start; RL then has little to show)."""
     copy: CopyTask = field(default_factory=CopyTask)
     """Copy pretraining before the demonstrations (:mod:`trainer.copy_pretraining`)."""
     tokenizer_goals: int = 400
@@ -128,19 +122,8 @@ def _drills(
 ) -> list[demonstrations.Demonstration]:
     """The demonstrator's steps of some kinds of decision on ``goal_ids``: more practice on
     those decisions without the cost of whole episodes."""
-    careless = _careless(goal_ids, config)
-    demos = demonstrations.collect(env, goal_ids, max_steps, config.history_steps, careless)
+    demos = demonstrations.collect(env, goal_ids, max_steps, config.history_steps)
     return [d for d in demos if demonstrations.action_kind(d.action) in kinds]
-
-
-def _careless(goal_ids: list[int], config: BootstrapConfig) -> frozenset[int]:
-    """The goals the demonstrator buys without options on: each drawn with probability
-    ``skip_options`` from a generator seeded by the config's seed and the goal alone."""
-    return frozenset(
-        g
-        for g in goal_ids
-        if random.Random(f"{config.seed}:{g}").random() < config.skip_options
-    )
 
 
 def _lr(step: int, total: int, peak: float) -> float:
@@ -242,10 +225,7 @@ def bootstrap(
     rng = random.Random(config.seed)
     goal_ids = rng.sample(train, config.episodes)
     progress("demonstrations", 0, 4, "episodes")
-    careless = _careless(train, config)
-    demos = demonstrations.collect(
-        env, goal_ids, config.max_steps, config.history_steps, careless
-    )
+    demos = demonstrations.collect(env, goal_ids, config.max_steps, config.history_steps)
     others = [g for g in train if g not in set(goal_ids)]
     progress("demonstrations", 1, 4, "search drills")
     demos += _drills(env, _some(rng, others, config.search_goals), 1, ("search",), config)

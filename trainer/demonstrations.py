@@ -14,9 +14,7 @@ shows, and a policy trained on that learns to make titles up. Here the demonstra
   target in about 55 % of test goals, and this demonstrator succeeds on about 59 % of
   them; choosing better than the ranking is left to reinforcement learning;
 - on an item page clicks the instruction's option values in order, then buys; on a
-  sub-page goes back. On the goals it is told to be careless with, it buys at once,
-  options unchosen: the bootstrap leaves to reinforcement learning whether choosing the
-  options pays (``BootstrapConfig.skip_options``).
+  sub-page goes back.
 
 Each step becomes the messages :class:`app.core.agent.Episode` builds for it (with
 the policy's history length) and the action as the assistant reply, so the warm-started
@@ -36,7 +34,7 @@ the ``click [ id`` of the action list, the pattern a copying (induction) head fo
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,18 +66,13 @@ class Demonstration:
         return f"{verb}[ {argument}"
 
 
-def fair_action(
-    goal: Goal, available_actions: dict[str, Any], history: list[str], careless: bool = False
-) -> str:
-    """The demonstrator's next action from the page's actions and the previous actions;
-    ``careless``, it buys the opened product without choosing its options."""
+def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str]) -> str:
+    """The demonstrator's next action from the page's actions and the previous actions."""
     clickables = list(available_actions.get("clickables") or [])
     if available_actions.get("has_search_bar"):
         return f"search[{search_keywords(goal.instruction)}]"
     products = [c for c in clickables if c not in BUTTONS]
     if "buy now" in clickables:  # item page: the options the instruction names, then buy
-        if careless:
-            return "click[buy now]"
         clicks = [f"click[{v}]" for v in goal_option_values(goal, products)]
         last = history[-1] if history else ""
         done = clicks.index(last) + 1 if last in clicks else 0
@@ -90,20 +83,14 @@ def fair_action(
 
 
 def episode(
-    env: WebShopEnv,
-    goal_id: int,
-    max_steps: int,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    careless: bool = False,
+    env: WebShopEnv, goal_id: int, max_steps: int, history_steps: int = DEFAULT_HISTORY_STEPS
 ) -> list[Demonstration]:
     """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt."""
     played = LocalEpisode(env, goal_id, history_steps)
     actions: list[str] = []
     demos: list[Demonstration] = []
     for _ in range(max_steps):
-        action = fair_action(
-            played.session.goal, played.state.available_actions, actions, careless
-        )
+        action = fair_action(played.session.goal, played.state.available_actions, actions)
         demos.append(Demonstration(goal_id, played.messages(), action))
         played.act(action)
         actions.append(action)
@@ -117,14 +104,9 @@ def collect(
     goal_ids: Iterable[int],
     max_steps: int,
     history_steps: int = DEFAULT_HISTORY_STEPS,
-    careless: Collection[int] = (),
 ) -> list[Demonstration]:
-    """Demonstrations of every goal in ``goal_ids``, careless on the goals in ``careless``."""
-    return [
-        d
-        for g in goal_ids
-        for d in episode(env, g, max_steps, history_steps, careless=g in careless)
-    ]
+    """Demonstrations of every goal in ``goal_ids``."""
+    return [d for g in goal_ids for d in episode(env, g, max_steps, history_steps)]
 
 
 def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:

@@ -32,15 +32,6 @@ def bootstrap_command(
     vocab: Annotated[
         int | None, typer.Option(min=300, help="BPE vocabulary, ids on top (default 8192).")
     ] = None,
-    skip_options: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            help="Fraction of goals the demonstrator buys without choosing options, left "
-            "to RL (default 0.5; 0: the careful demonstrator everywhere).",
-        ),
-    ] = None,
     eval_goals: Annotated[
         int, typer.Option(min=0, help="Test goals to evaluate on afterwards (0 = none).")
     ] = 0,
@@ -77,7 +68,6 @@ def bootstrap_command(
         seed=seed,
         episodes=episodes or BootstrapConfig.episodes,
         epochs=epochs or BootstrapConfig.epochs,
-        skip_options=BootstrapConfig.skip_options if skip_options is None else skip_options,
         size=size,
     )
     target = out or settings.data_dir / "policy" / f"tiny-{seed}"

@@ -10,14 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from app.core.agent import parse_action
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
-from trainer.bootstrap import (
-    BootstrapConfig,
-    _careless,
-    _drills,
-    action_nll,
-    bootstrap,
-    cached_manifest,
-)
+from trainer.bootstrap import BootstrapConfig, _drills, action_nll, bootstrap, cached_manifest
 from trainer.copy_pretraining import CopyTask
 from trainer.inprocess_eval import evaluate
 from trainer.samples import Sample
@@ -234,37 +227,3 @@ def test_drills_keep_only_the_practised_decision(env: WebShopEnv) -> None:
     assert len(items) == len(goals)  # every search lists results; one first-result click each
     assert {demonstrations.action_kind(d.action) for d in items} == {"item"}
     assert {demonstrations.action_kind(d.action) for d in item_page} == {"option", "buy"}
-
-
-def test_careless_demonstrator_buys_the_opened_product_without_options(env: WebShopEnv) -> None:
-    goal_id = next(
-        g for g in env.goal_ids("train") if len(demonstrations.episode(env, g, 15, 1)) >= 4
-    )
-    careful = [d.action for d in demonstrations.episode(env, goal_id, 15, 1)]
-    careless = [d.action for d in demonstrations.episode(env, goal_id, 15, 1, careless=True)]
-    assert careless == [*careful[:2], "click[buy now]"]
-    assert [demonstrations.action_kind(a) for a in careful[2:-1]] == ["option"] * (
-        len(careful) - 3
-    )
-
-
-def test_careless_goals_are_drawn_per_goal_from_the_seed(env: WebShopEnv) -> None:
-    goals = env.goal_ids("train")[:400]
-    half = BootstrapConfig(skip_options=0.5)
-    drawn = _careless(goals, half)
-    assert 0.4 * len(goals) <= len(drawn) <= 0.6 * len(goals)
-    assert drawn <= set(goals)
-    assert _careless(goals[:50], half) == drawn & set(goals[:50])  # the goal alone decides
-    assert _careless(goals, replace(half, seed=1)) != drawn
-    assert _careless(goals, replace(half, skip_options=0.0)) == frozenset()
-    assert _careless(goals, replace(half, skip_options=1.0)) == frozenset(goals)
-
-
-def test_bootstrap_demonstrates_careless_goals(env: WebShopEnv) -> None:
-    """Item-page drills on careless goals are one buy, on the others the options first."""
-    goals = env.goal_ids("train")[:40]
-    config = replace(TINY, skip_options=1.0)
-    drills = _drills(env, goals, 15, ("option", "buy"), config)
-    assert [demonstrations.action_kind(d.action) for d in drills] == ["buy"] * len(goals)
-    careful = _drills(env, goals, 15, ("option", "buy"), replace(TINY, skip_options=0.0))
-    assert "option" in {demonstrations.action_kind(d.action) for d in careful}

@@ -75,6 +75,13 @@ class TrainerConfig:
     """Advantage estimator registered in verl (grpo, rloo, ...)."""
     norm_adv_by_std: bool = True
     """GRPO only: divide by the group's reward std (False = Dr.GRPO)."""
+    step_discount: float = 0.95
+    """An episode's return is its reward times ``step_discount`` per policy step after the
+    first: within a group, of two rollouts that buy the same, the shorter scores higher,
+    so a detour (a sub-page, leaving and coming back) is learned against instead of
+    costing nothing. Sampled rollouts break out of detours by chance where greedy play
+    repeats them to the step limit, which only this makes visible to the update. 1: the
+    env's reward as is."""
     loss_mode: str = "vanilla"
     """Policy loss registered in verl (vanilla = PPO clip, gspo, cispo, ...)."""
     loss_agg_mode: str = "token-mean"
@@ -114,6 +121,8 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         _check_positive(self, ("group_size", "batch_groups", "max_sample_tokens"))
         _check_positive(self, ("micro_batch_size", "update_epochs", "min_group_rollouts"))
+        if not 0.0 < self.step_discount <= 1.0:
+            raise ValueError(f"step_discount={self.step_discount}: use a value in (0, 1].")
         if self.max_staleness < 0:
             raise ValueError(
                 f"max_staleness={self.max_staleness} is negative; use 0 for on-policy "

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from app.config import Settings
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
-from trainer.algorithms import rollout_advantages
+from trainer.algorithms import discounted_return, rollout_advantages
 from trainer.backends.local import LocalBackend
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
@@ -54,9 +54,8 @@ class LocalTraining:
         self.backend, self.server, self.config, self.options = backend, server, config, options
 
     def prepare(self, records: Sequence[RolloutRecord]) -> tuple[list[Sample] | None, dict]:
-        advantages = rollout_advantages(
-            [r.reward for r in records], [r.group_id for r in records], self.config
-        )
+        returns = [discounted_return(r.reward, len(r.calls), self.config) for r in records]
+        advantages = rollout_advantages(returns, [r.group_id for r in records], self.config)
         samples, stats = build_samples(
             records,
             {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},

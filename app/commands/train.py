@@ -61,6 +61,13 @@ def train(
     sample_weighting: Annotated[
         str, typer.Option(help="rollout (each episode counts the same) or token.")
     ] = "rollout",
+    step_discount: Annotated[
+        float,
+        typer.Option(
+            help="Return = reward x this per policy step after the first, in (0, 1] "
+            "(1: the reward as is)."
+        ),
+    ] = 0.95,
     seed: Annotated[int, typer.Option(help="Seed of torch, batches and goal draws.")] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
@@ -124,6 +131,8 @@ def train(
         starts = parse_starts(train_starts)
     except ValueError as exc:
         raise fail(f"--train-starts: {exc}") from exc
+    if not 0.0 < step_discount <= 1.0:
+        raise fail(f"--step-discount {step_discount}: use a value in (0, 1] (the default is 0.95)")
     settings = get_settings()
     try:
         settings.resolved_database_url()
@@ -147,6 +156,7 @@ def train(
             "lr": lr,
             "sample_mode": sample_mode,
             "sample_weighting": sample_weighting,
+            "step_discount": step_discount,
             "seed": seed,
             "device": device,
         },

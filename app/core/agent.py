@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -182,21 +182,80 @@ def format_available_actions(available_actions: dict[str, Any]) -> list[str]:
 SEARCH_TEXT_REGEX = r"[^\[\]\n]+"
 
 
-def action_structured_outputs(available_actions: dict[str, Any]) -> dict[str, str]:
+def action_structured_outputs(
+    available_actions: dict[str, Any], leave_out: Collection[str] = ()
+) -> dict[str, str]:
     """vLLM's ``structured_outputs`` that limit a text-mode reply to the page's valid actions:
     ``click[`` + one listed clickable + ``]``, or ``search[`` + free text + ``]`` where the
     page has a search bar. An optional space after the bracket keeps the tiny policy's
     habit (``click[ buy now]``); :func:`parse_action` strips it. The same request works
     against vLLM (GPU or CPU) and the trainer's policy server, which records the value
-    with the call so the trainer can replay the mask.
+    with the call so the trainer can replay the mask. Clickables in ``leave_out`` are not
+    offered (:func:`spent_clicks`).
     """
     options = []
-    clickables = [c for c in available_actions.get("clickables", []) if c != "search"]
+    clickables = [
+        c for c in available_actions.get("clickables", []) if c != "search" and c not in leave_out
+    ]
     if clickables:
         options.append(r"click\[ ?(?:" + "|".join(re.escape(c) for c in clickables) + r")\]")
     if available_actions.get("has_search_bar") or not options:
         options.append(r"search\[ ?" + SEARCH_TEXT_REGEX + r"\]")
     return {"regex": "|".join(options)}
+
+
+# Clickables of item pages and their sub-pages that are not option values.
+PAGE_BUTTONS = frozenset(
+    ("back to search", "< prev", "next >", "description", "features", "reviews", "attributes",
+     "buy now")
+)  # fmt: skip
+SUB_PAGES = frozenset(("description", "features", "reviews", "attributes"))
+
+
+def spent_clicks(
+    history: Sequence[HistoryStep], observation: str, available_actions: dict[str, Any]
+) -> set[str]:
+    """The clicks of the open item page that its visit has already spent: every value of
+    an option (``size``: ``small``, ``large``) once one of them was clicked since the
+    product was opened, and each sub-page (``description``, ...) already opened from it.
+    Making them again only changes a choice or shows a page seen before, and a policy
+    shown one step of history cannot tell a first click from a repeat: with these left out
+    of the valid actions (``WSRL_AGENT_CONSTRAIN_ACTIONS``) a visit chooses each option
+    once and opens each sub-page once, then buys or leaves. The options are read from the
+    text page (``size [SEP] small [SEP] large``); a chosen value not found there is left
+    out alone."""
+    clickables = [c for c in available_actions.get("clickables", []) if c != "search"]
+    if "buy now" not in clickables:
+        return set()
+    values = {c for c in clickables if c not in PAGE_BUTTONS}
+    chosen: set[str] = set()
+    opened: set[str] = set()
+    for step in reversed(history):
+        if step.action == NO_ACTION:
+            continue
+        verb, _, argument = step.action.partition("[")
+        argument = argument.removesuffix("]").strip().lower()
+        if verb != "click" or (argument not in values and argument not in PAGE_BUTTONS):
+            break  # a search, or the click that opened this product
+        if argument in values:
+            chosen.add(argument)
+        elif argument in SUB_PAGES:
+            opened.add(argument)
+    spent = chosen | opened
+    if not chosen:
+        return spent
+    options: dict[str, set[str]] = {}
+    name = ""
+    for segment in page_text(observation).split(" [SEP] "):
+        text = segment.strip().lower()
+        if text in values:
+            options.setdefault(name, set()).add(text)
+        else:
+            name = text
+    for group in options.values():
+        if group & chosen:
+            spent |= group
+    return spent
 
 
 def build_messages(
@@ -344,7 +403,8 @@ class Episode:
         """The constraint of the next reply (see :func:`action_structured_outputs`)."""
         if not self.constrain_actions or self.mode != AgentMode.TEXT:
             return None
-        return action_structured_outputs(self.available_actions)
+        spent = spent_clicks(self.history, self.observation, self.available_actions)
+        return action_structured_outputs(self.available_actions, spent)
 
     @property
     def number(self) -> int:

@@ -52,6 +52,13 @@ def test_dev_refuses_a_learning_rate_that_is_not_positive() -> None:
     assert "--lr" in result.output
 
 
+@pytest.mark.parametrize("value", ["0", "-0.5", "1.5"])
+def test_train_refuses_a_step_discount_outside_zero_to_one(value: str) -> None:
+    result = runner.invoke(cli, ["train", "--step-discount", value])
+    assert result.exit_code == 1, result.output
+    assert "--step-discount" in result.output and "(0, 1]" in result.output
+
+
 def test_tiny_policy_with_mismatched_worker_settings_is_refused_before_bootstrapping(
     monkeypatch: pytest.MonkeyPatch, test_settings: Settings
 ) -> None:

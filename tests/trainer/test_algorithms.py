@@ -89,3 +89,35 @@ def test_kl_to_reference_zero_when_equal() -> None:
     lp = torch.randn(2, 4)
     kl = algorithms.kl_to_reference(lp, lp.clone(), TrainerConfig(kl_coef=0.1))
     assert torch.allclose(kl, torch.zeros_like(kl))
+
+
+def test_the_return_is_discounted_per_policy_step_after_the_first() -> None:
+    config = TrainerConfig(step_discount=0.9)
+    assert algorithms.discounted_return(1.0, 1, config) == 1.0
+    assert algorithms.discounted_return(0.5, 3, config) == pytest.approx(0.5 * 0.81)
+    assert algorithms.discounted_return(0.0, 15, config) == 0.0
+    assert algorithms.discounted_return(0.7, 9, TrainerConfig(step_discount=1.0)) == 0.7
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="step_discount"):
+            TrainerConfig(step_discount=bad)
+
+
+def test_of_two_rollouts_that_buy_the_same_the_shorter_gets_the_higher_advantage() -> None:
+    """A detour (a sub-page, leaving and coming back) scores below going straight, which
+    the reward alone does not tell (the local backend's prepare, as the loop calls it)."""
+    from trainer.local_run import LocalTraining
+    from trainer.samples import CallRecord, RolloutRecord
+
+    def record(rid: str, reward: float, steps: int) -> RolloutRecord:
+        calls = [CallRecord([1, 2], [3], [-0.1], 0) for _ in range(steps)]
+        return RolloutRecord(rid, "g", reward, calls)
+
+    records = [record("straight", 1.0, 3), record("detour", 1.0, 5), record("none", 0.0, 15)]
+    advantage = {}
+    for discount in (0.95, 1.0):
+        config = TrainerConfig(step_discount=discount)
+        run = LocalTraining(None, None, config, None)  # type: ignore[arg-type]
+        samples, _ = run.prepare(records)
+        advantage[discount] = {s.rollout_id: s.advantage for s in samples}
+    assert advantage[0.95]["straight"] > advantage[0.95]["detour"] > 0 > advantage[0.95]["none"]
+    assert advantage[1.0]["straight"] == advantage[1.0]["detour"]

@@ -216,3 +216,66 @@ def test_constrained_episode_asks_for_the_page_actions_only_in_text_mode() -> No
     assert Episode("a mug", "page", page).structured_outputs() is None
     tools = Episode("a mug", "page", page, mode=AgentMode.TOOLS, constrain_actions=True)
     assert tools.structured_outputs() is None
+
+
+OPTIONS_ACTIONS = {
+    "has_search_bar": False,
+    "clickables": [
+        *("back to search", "< prev", "description", "features", "reviews", "buy now"),
+        *("small", "large", "red", "blue"),
+    ],
+}
+OPTIONS_PAGE = (
+    "Back to Search [SEP] < Prev [SEP] size [SEP] small [SEP] large [SEP] color [SEP] red "
+    "[SEP] blue [SEP] A mug [SEP] Price: $3.0 [SEP] Rating: N.A. [SEP] Description [SEP] "
+    "Features [SEP] Reviews [SEP] Buy Now"
+)
+
+
+def _steps(*actions: str) -> list[HistoryStep]:
+    return [HistoryStep(i + 1, a, "page") for i, a in enumerate(actions)]
+
+
+@pytest.mark.parametrize(
+    ("actions", "spent"),
+    [
+        (("search[mug]", "click[b0abc]"), set()),
+        (("search[mug]", "click[b0abc]", "click[large]"), {"small", "large"}),
+        (  # a sub-page and back keep the choice; an invalid step is skipped
+            ("click[b0abc]", "click[red]", "click[description]", "click[< prev]", "(no action)"),
+            {"red", "blue", "description"},
+        ),
+        (("click[b0abc]", "click[reviews]", "click[< prev]"), {"reviews"}),
+        (("click[b0abc]", "click[red]", "click[small]"), {"small", "large", "red", "blue"}),
+        (("click[b0abc]", "click[small]", "click[< prev]", "click[b0def]"), set()),  # another
+    ],
+)
+def test_options_chosen_and_sub_pages_opened_on_the_item_page_are_spent(
+    actions: tuple[str, ...], spent: set[str]
+) -> None:
+    from app.core.agent import spent_clicks
+
+    assert spent_clicks(_steps(*actions), OPTIONS_PAGE, OPTIONS_ACTIONS) == spent
+
+
+def test_spent_clicks_outside_an_item_page_or_off_the_page_text() -> None:
+    from app.core.agent import spent_clicks
+
+    results = {"has_search_bar": False, "clickables": ["back to search", "next >", "b0abc"]}
+    assert spent_clicks(_steps("search[mug]"), "Page 1 [SEP] b0abc", results) == set()
+    # the options cannot be read from the page: the chosen value alone is left out
+    assert spent_clicks(_steps("click[b0a]", "click[red]"), "<html>", OPTIONS_ACTIONS) == {"red"}
+
+
+def test_constrained_episode_does_not_offer_the_clicks_its_visit_has_spent() -> None:
+    import re
+
+    from app.core.agent import Episode
+
+    episode = Episode("a mug", OPTIONS_PAGE, OPTIONS_ACTIONS, constrain_actions=True)
+    episode.history = _steps("click[b0abc]", "click[large]", "click[features]", "click[< prev]")
+    regex = episode.structured_outputs()["regex"]
+    assert re.fullmatch(regex, "click[ red]") and re.fullmatch(regex, "click[ buy now]")
+    assert re.fullmatch(regex, "click[ description]") and re.fullmatch(regex, "click[< prev]")
+    assert not re.fullmatch(regex, "click[ small]") and not re.fullmatch(regex, "click[ large]")
+    assert not re.fullmatch(regex, "click[ features]")

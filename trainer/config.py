@@ -79,9 +79,9 @@ class TrainerConfig:
     """An episode's return is its reward times ``step_discount`` per policy step after the
     first: within a group, of two rollouts that buy the same, the shorter scores higher,
     so a detour (a sub-page, leaving and coming back) is learned against instead of
-    costing nothing. Sampled rollouts break out of detours by chance where greedy play
-    repeats them to the step limit, which only this makes visible to the update. 1: the
-    env's reward as is."""
+    costing nothing. Sampled rollouts leave a detour by chance where greedy play repeats
+    it to the step limit; the discount makes its cost visible to the update. 1: the env's
+    reward as is (decision 0019)."""
     loss_mode: str = "vanilla"
     """Policy loss registered in verl (vanilla = PPO clip, gspo, cispo, ...)."""
     loss_agg_mode: str = "token-mean"

@@ -33,7 +33,10 @@ def bootstrap_command(
         int | None, typer.Option(min=300, help="BPE vocabulary, ids on top (default 8192).")
     ] = None,
     eval_goals: Annotated[
-        int, typer.Option(min=0, help="Test goals to evaluate on afterwards (0 = none).")
+        int,
+        typer.Option(
+            min=0, help="Held-out goals (test, then eval) to evaluate on afterwards (0 = none)."
+        ),
     ] = 0,
     force: Annotated[bool, typer.Option(help="Rebuild even when cached.")] = False,
     constrain_actions: Annotated[
@@ -95,7 +98,10 @@ def bootstrap_command(
 @policy_cli.command("eval")
 def eval_command(
     model: Annotated[Path, typer.Option(help="Checkpoint folder (a bootstrap or a train step).")],
-    goals: Annotated[int, typer.Option(min=1, help="First N test goals.")] = 200,
+    goals: Annotated[
+        int,
+        typer.Option(min=1, help="First N held-out goals: the test split, then the eval split."),
+    ] = 200,
     seed: Annotated[int, typer.Option(help="Seed of sampled replies.")] = 0,
     constrain_actions: Annotated[
         bool | None,
@@ -107,8 +113,8 @@ def eval_command(
     greedy_only: Annotated[bool, typer.Option(help="Evaluate greedy only.")] = True,
 ) -> None:
     """Held-out success and mean reward of a checkpoint, in this process (no services):
-    the first N test goals, greedy, WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the
-    workers would play them."""
+    the first N held-out goals (test, then eval: 1,500 in the generated catalog), greedy,
+    WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the workers would play them."""
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
 
@@ -122,6 +128,18 @@ def eval_command(
         env, model, goals, seed, settings.agent_history_steps,
         max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
     )  # fmt: skip
+
+
+def held_out_goal_ids(env, n: int) -> list[int]:
+    """The first ``n`` goals never trained on: the test split, then the eval split (a
+    larger sample than the test split alone narrows the intervals of a comparison)."""
+    held_out = env.goal_ids("test") + env.goal_ids("eval")
+    if n > len(held_out):
+        raise typer.BadParameter(
+            f"{n} goals asked; this catalog holds {len(held_out)} held-out goals (test + eval).",
+            param_hint="--goals",
+        )
+    return held_out[:n]
 
 
 def _evaluate(
@@ -139,11 +157,13 @@ def _evaluate(
 
     from trainer.inprocess_eval import evaluate
 
+    ids = held_out_goal_ids(env, goals)
     model = AutoModelForCausalLM.from_pretrained(str(target)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(target))
-    ids = env.goal_ids("test")[:goals]
+    tests = sum(env.goals[g].split == "test" for g in ids)
     console.print(
-        f"{len(ids)} test goals, {max_steps}-step limit, constrained to valid actions: {constrain}"
+        f"{len(ids)} held-out goals ({tests} test, {len(ids) - tests} eval), "
+        f"{max_steps}-step limit, constrained to valid actions: {constrain}"
     )
     for name, temperature in temperatures:
         result = evaluate(

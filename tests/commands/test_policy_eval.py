@@ -34,8 +34,33 @@ def test_eval_says_how_it_played_and_what_it_measured(settings_env, tmp_path: Pa
     args = ["policy", "eval", "--model", str(tmp_path / "policy"), "--goals", "3"]
     constrained = runner.invoke(cli, [*args, "--constrain-actions"])
     assert constrained.exit_code == 0, constrained.output
-    assert "3 test goals, 2-step limit, constrained to valid actions: True" in constrained.output
     flat = " ".join(constrained.output.split())
+    said = "3 held-out goals (3 test, 0 eval), 2-step limit, constrained to valid actions: True"
+    assert said in flat
     assert "greedy: success 0.0% (95 % CI +/- 0.0%), mean reward" in flat  # a random policy
     free = runner.invoke(cli, [*args, "--no-constrain-actions"])
-    assert free.exit_code == 0 and "valid actions: False" in free.output
+    assert free.exit_code == 0 and "valid actions: False" in " ".join(free.output.split())
+
+
+def test_more_goals_than_the_test_split_go_on_into_the_eval_split(settings_env) -> None:
+    from app.commands.policy import held_out_goal_ids
+    from app.config import get_settings
+    from app.webshop.env import WebShopEnv
+
+    settings = get_settings()
+    env = WebShopEnv.load(
+        settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
+    )
+    tests, evals = env.goal_ids("test"), env.goal_ids("eval")
+    ids = held_out_goal_ids(env, len(tests) + 2)
+    assert ids == [*tests, *evals[:2]]
+    assert {env.goals[g].split for g in ids} == {"test", "eval"}
+
+
+def test_more_goals_than_the_catalog_holds_out_is_a_clear_error(settings_env, tmp_path) -> None:
+    result = runner.invoke(
+        cli, ["policy", "eval", "--model", str(tmp_path / "none"), "--goals", "1501"]
+    )
+    assert result.exit_code == 2
+    words = [w for w in result.output.split() if w != "│"]  # the error's box
+    assert "1501 goals asked; this catalog holds 1500 held-out goals" in " ".join(words)

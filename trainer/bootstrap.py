@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 import random
 import time
 from collections.abc import Callable
@@ -203,6 +204,32 @@ def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None
     return manifest if manifest.get("config") == json.loads(json.dumps(asdict(config))) else None
 
 
+def built_with() -> dict[str, Any]:
+    """What besides the configuration decides the weights: the numeric libraries and torch's
+    thread count (float sums are ordered by both). The same command builds the same
+    weights where these are equal; where they differ the build can differ too, as much as
+    a retrained model does, so the manifest records them."""
+    import tokenizers
+    import transformers
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu": _cpu_model(),
+    }
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or platform.machine()
+
+
 def bootstrap(
     env: WebShopEnv,
     out: Path,
@@ -266,6 +293,7 @@ def bootstrap(
         "copy_accuracy": copy_accuracy,
         "final_loss": loss,
         "history_steps": config.history_steps,
+        "built_with": built_with(),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - cpu_started,
     }

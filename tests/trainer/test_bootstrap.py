@@ -149,6 +149,8 @@ def test_bootstrap_writes_loadable_cached_reproducible_checkpoint(
 ) -> None:
     out, first = built
     assert first["cached"] is False and first["parameters"] > 0
+    assert first["built_with"]["torch"] == torch.__version__
+    assert first["built_with"]["torch_threads"] == torch.get_num_threads()
     assert bootstrap(env, out, TINY)["cached"] is True
     bootstrap(env, tmp_path / "b", TINY)
     a = AutoModelForCausalLM.from_pretrained(str(out))

@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tokenizers
 import torch
+import transformers
 
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
@@ -209,9 +211,6 @@ def built_with() -> dict[str, Any]:
     thread count (float sums are ordered by both). The same command builds the same
     weights where these are equal; where they differ the build can differ too, as much as
     a retrained model does, so the manifest records them."""
-    import tokenizers
-    import transformers
-
     return {
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -207,8 +207,8 @@ def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None
 
 
 def built_with() -> dict[str, Any]:
-    """What besides the configuration decides the weights: the numeric libraries and torch's
-    thread count (float sums are ordered by both). The same command builds the same
+    """What besides the configuration decides the weights: the numeric libraries, torch's
+    thread count and the CPU (float sums are ordered by all three). The same command builds the same
     weights where these are equal; where they differ the build can differ too, as much as
     a retrained model does, so the manifest records them."""
     return {

@@ -160,7 +160,7 @@ def _evaluate(
     ids = held_out_goal_ids(env, goals)
     model = AutoModelForCausalLM.from_pretrained(str(target)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(target))
-    tests = sum(env.goals[g].split == "test" for g in ids)
+    tests = min(len(ids), len(env.goal_ids("test")))  # the test split comes first
     console.print(
         f"{len(ids)} held-out goals ({tests} test, {len(ids) - tests} eval), "
         f"{max_steps}-step limit, constrained to valid actions: {constrain}"

@@ -177,12 +177,23 @@ class WebShopEnv:
         i = bisect.bisect_right(self._cum_weights, rng.random() * total)
         return self.goals[min(i, len(self.goals) - 1)]
 
-    def new_session(self, goal_index: int | None = None, seed: int | None = None) -> Session:
-        """A fresh episode on goal ``goal_index``, or on a weighted draw seeded by ``seed``."""
+    def goal_set(self, kind: str) -> GoalList:
+        """The catalog's goals of ``kind`` (``synthetic`` or ``human``), served or not;
+        :class:`FileNotFoundError` when the catalog has none of that kind."""
+        return self.goals if kind == self.goal_kind else self.catalog.goals(kind)
+
+    def new_session(
+        self, goal_index: int | None = None, seed: int | None = None, goal_set: str | None = None
+    ) -> Session:
+        """A fresh episode on goal ``goal_index``, or on a weighted draw seeded by ``seed``.
+
+        ``goal_set``: the set ``goal_index`` counts in (default: the served one)."""
+        goals = self.goals if goal_set is None else self.goal_set(goal_set)
         if goal_index is None:
             goal = self.sample_goal(random.Random(seed))
+            goals = self.goals
         else:
-            if not 0 <= goal_index < len(self.goals):
-                raise IndexError(f"goal {goal_index} out of range (0..{len(self.goals) - 1})")
-            goal = self.goals[goal_index]
-        return Session(self, goal, self.goals.product_index(goal.index))
+            if not 0 <= goal_index < len(goals):
+                raise IndexError(f"goal {goal_index} out of range (0..{len(goals) - 1})")
+            goal = goals[goal_index]
+        return Session(self, goal, goals.product_index(goal.index))

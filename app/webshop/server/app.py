@@ -35,7 +35,11 @@ async def _sweep_forever(store: SessionStore, every_s: float) -> None:
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    store: SessionStore = app.state.service.store
+    service: WebShopService = app.state.service
+    store = service.store
+    # spaCy's model (about 2 s to import and load) loads beside the serving: the server
+    # answers at once, and the first purchase waits for the model.
+    service.env.nouns.start_loading()
     sweeper = asyncio.create_task(_sweep_forever(store, min(max(store.ttl_s / 2, 0.5), 30.0)))
     try:
         yield

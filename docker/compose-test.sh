@@ -14,9 +14,10 @@
 # it was in (also when a signal ended it: `timeout`'s TERM, Ctrl-C), and the exit status is
 # not 0.
 #
-# Checks, in order: healthchecks pass; migrations at Alembic's head; env server and API
-# answer; `wsrl eval` (host) on 20 test goals with the scripted oracle LLM (a service on
-# the project network) scores what `wsrl env baseline --agent oracle` scores; with
+# Checks, in order: healthchecks pass; migrations at Alembic's head; env server (with
+# spaCy's reward tagger) and API answer; `wsrl eval` (host) on 20 test goals with the
+# scripted oracle LLM (a service on the project network) scores what `wsrl env baseline
+# --agent oracle` scores; with
 # --scale worker=3 Flower lists three workers and all three play rollouts; `docker compose
 # restart worker` during an eval loses no rollout (each ends with one succeeded attempt);
 # `down` then `up` keeps the data; the dev profile's CPU trainer (torch without CUDA)
@@ -178,9 +179,13 @@ print(ScriptDirectory.from_config(Config('alembic.ini')).get_current_head())")
 }
 
 check_answers() {
-  curl -fsS "http://127.0.0.1:$ENV/health" >/dev/null || fail "env server does not answer"
+  local tagger
+  tagger=$(curl -fsS "http://127.0.0.1:$ENV/health" | "$PY" -c \
+    "import json, sys; t = json.load(sys.stdin)['noun_tagger']; print(t['name'], t['exact'])") \
+    || fail "env server does not answer"
+  [ "$tagger" = "spacy True" ] || fail "env server's reward tagger: '$tagger', expected spaCy's"
   curl -fsS "http://127.0.0.1:$API/health" >/dev/null || fail "API does not answer"
-  log "env server and API answer on loopback"
+  log "env server (reward tagger: spaCy's, the original's) and API answer on loopback"
 }
 
 # score=... success=...% from the last line of `wsrl env baseline` / `wsrl eval`

@@ -193,9 +193,7 @@ def measure(server_url: str, redis_url: str, rollouts: int, repeat: int) -> None
     try:
         migrate.upgrade(url)
         fill_s = _fill(url, rollouts)
-        settings = Settings(
-            _env_file=None, database_url=url, redis_url=redis_url, api_token=TOKEN
-        )
+        settings = Settings(_env_file=None, database_url=url, redis_url=redis_url, api_token=TOKEN)
         with TestClient(create_app(settings)) as client:
             client.headers["Authorization"] = f"Bearer {TOKEN}"
             pages = _pages(client)

@@ -23,6 +23,7 @@ RECENT_VERSIONS = 20
 RECENT_ROUNDS = 20
 RECENT_STEPS = 20
 CHART_POINTS = 240
+CURVE_WINDOW = 8
 FAILURE_KINDS = ("infrastructure", "episode")
 # The phases of a train step the trainer times (trainer/loop.py), in the order they happen.
 STEP_PHASES = ("wait", "batch", "update", "checkpoint", "commit", "sync", "publish")
@@ -84,8 +85,9 @@ def recent_versions(conn: Connection, limit: int = RECENT_VERSIONS) -> list[dict
 
 
 def train_curve(conn: Connection, points: int = CHART_POINTS) -> list[dict[str, Any]]:
-    """Train reward and success by train step (the trainer's own record), averaged over
-    buckets of steps so that at most ``points`` points come back."""
+    """Train reward and success by train step (the trainer's own record): at most
+    ``points`` points, each the mean of up to :data:`CURVE_WINDOW` consecutive steps at
+    the start of its bucket (reading every step's JSON costs ~40 ms at 15,000 steps)."""
     last = conn.execute(text("SELECT max(step) FROM train_steps")).scalar()
     if last is None:
         return []
@@ -93,10 +95,12 @@ def train_curve(conn: Connection, points: int = CHART_POINTS) -> list[dict[str, 
     return _rows(
         conn,
         "SELECT max(step) AS step, max(policy_version) AS version, max(created_at) AS at, "
-        "avg((metrics->>'reward/mean')::float) AS reward, "
-        "avg((metrics->>'reward/success')::float) AS success "
-        "FROM train_steps GROUP BY (step - 1) / :width ORDER BY 1",
+        "avg((metrics->'reward/mean')::float) AS reward, "
+        "avg((metrics->'reward/success')::float) AS success "
+        "FROM train_steps WHERE (step - 1) % :width < :window "
+        "GROUP BY (step - 1) / :width ORDER BY 1",
         width=width,
+        window=CURVE_WINDOW,
     )
 
 

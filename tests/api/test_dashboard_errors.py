@@ -12,7 +12,8 @@ from sqlalchemy import text
 
 from app.api.main import create_app
 from app.config import Settings
-from app.db.lifecycle import RolloutStatus
+from app.db.lifecycle import AttemptStatus, RolloutStatus
+from app.db.session import session_scope
 
 
 @pytest.fixture
@@ -94,6 +95,7 @@ def test_without_a_token_configured_the_pages_are_open(api_settings: Settings) -
         (f"after=2026-01-01T00:00:00~{uuid.uuid4()}", "no UTC offset"),
         ("after=2026-01-01T00:00:00%2B00:00~not-a-uuid", "is not a page cursor"),
         ("version=1&version=2", "version is given 2 times"),
+        ("q=shoes%00", "q holds a NUL character"),
     ],
 )
 def test_malformed_filters_get_a_400_page(signed_in: TestClient, query: str, message: str) -> None:
@@ -132,3 +134,29 @@ def test_pages_read_as_the_readonly_role(signed_in: TestClient, api_settings: Se
         assert conn.execute(text("SELECT current_user")).scalar() == api_settings.sql_user
         assert conn.execute(text("SHOW transaction_read_only")).scalar() == "on"
     assert signed_in.get("/dashboard").status_code == 200
+
+
+def test_an_episode_with_a_failed_attempt_and_odd_records(
+    signed_in: TestClient, rows: Rows
+) -> None:
+    """A retry's error, a call whose request is not a list of messages (an external
+    agent's), a call without token ids, and an invalid step: shown, not a 500."""
+    rollout = rows.rollout(rows.goal(), status=RolloutStatus.RUNNING)
+    rows.attempt(rollout, 1, status=AttemptStatus.FAILED)
+    with session_scope(signed_in.app.state.engine) as session:
+        session.execute(
+            text("UPDATE attempts SET error = 'env error: 503' WHERE rollout_id = :r"),
+            {"r": rollout},
+        )
+    rows.attempt(
+        rollout,
+        2,
+        steps=[{"action": "fly away", "valid": False, "info": {"error": "no such action"}}],
+        calls=[{"request_messages": {"prompt": "raw"}, "response_text": "fly away"}],
+    )
+    page = signed_in.get(f"/dashboard/rollouts/{rollout}")
+    assert page.status_code == 200, page.text
+    assert page.text.count('class="attempt"') == 2
+    assert "env error: 503" in page.text and "no such action" in page.text
+    assert "&#34;prompt&#34;: &#34;raw&#34;" in page.text or '"prompt": "raw"' in page.text
+    assert "no token ids / logprobs recorded for this call" in page.text

@@ -317,6 +317,7 @@ def attempts(conn: Connection, rollout_id: uuid.UUID) -> list[dict[str, Any]]:
         ids=ids,
     )
     for call in calls:
+        call["request_messages"] = _messages(call["request_messages"])
         ids_raw, logprobs_raw = call.pop("response_token_ids"), call.pop("response_logprobs")
         token_ids = unpack_int32(ids_raw) if ids_raw is not None else []
         logprobs = unpack_float32(logprobs_raw) if logprobs_raw is not None else []
@@ -332,6 +333,23 @@ def attempts(conn: Connection, rollout_id: uuid.UUID) -> list[dict[str, Any]]:
             attempt["steps"].append(step)
         attempt["unplayed_calls"] = list(own_calls)
     return tries
+
+
+def _messages(recorded: Any) -> list[dict[str, Any]]:
+    """A call's request as a list of {role, content, tool_calls}, whatever its JSON shape
+    (an external agent's request may be anything)."""
+    items = recorded if isinstance(recorded, list) else [recorded]
+    return [
+        {
+            "role": str(m.get("role", "?")),
+            "content": m.get("content"),
+            "tool_calls": m.get("tool_calls"),
+        }
+        if isinstance(m, dict) and ("role" in m or "content" in m)
+        else {"role": "?", "content": m, "tool_calls": None}
+        for m in items
+        if m is not None
+    ]
 
 
 def goal_versions(conn: Connection, goal_id: int) -> list[int]:

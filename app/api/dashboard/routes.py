@@ -149,6 +149,8 @@ def _one(request: Request, name: str) -> str | None:
     if len(values) > 1:
         raise DashboardError(400, f"{name} is given {len(values)} times; give it once")
     value = values[0].strip() if values else ""
+    if "\x00" in value:
+        raise DashboardError(400, f"{name} holds a NUL character")
     return value or None
 
 

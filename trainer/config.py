@@ -14,8 +14,9 @@ token losses become one number. :meth:`TrainerConfig.preset` gives the usual com
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 SAMPLE_MODES = ("transition", "trajectory")
@@ -342,8 +343,21 @@ option choice on an item page, half play the whole task, and 200 held-out goals 
 versions (docs/benchmarks.md's acceptance runs used exactly these)."""
 
 
+def defaults(cls: type) -> SimpleNamespace:
+    """The field defaults of the dataclass ``cls`` (sections nested), read without building
+    one: the CLI reads them at import, where validation (verl's registries) would cost
+    seconds of ``wsrl --help``."""
+    values = {}
+    for f in fields(cls):
+        if f.default_factory is not MISSING and is_dataclass(f.default_factory):
+            values[f.name] = defaults(f.default_factory)
+        else:
+            values[f.name] = f.default
+    return SimpleNamespace(**values)
+
+
 def dev_default(section: str, name: str) -> Any:
     """The default of ``wsrl dev`` for ``section.name``."""
     if name in DEV_RUN.get(section, {}):
         return DEV_RUN[section][name]
-    return getattr(getattr(RunConfig(), section), name)
+    return getattr(getattr(defaults(RunConfig), section), name)

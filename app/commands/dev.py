@@ -26,9 +26,9 @@ from rich.console import Console
 
 from app.commands import fail
 from app.commands.logs import new_run
-from trainer.config import RunConfig, Schedule, TrainerConfig, dev_default, help_of
+from trainer.config import RunConfig, Schedule, TrainerConfig, defaults, dev_default, help_of
 
-R = RunConfig()
+R = defaults(RunConfig)
 A = TrainerConfig
 
 

@@ -32,6 +32,7 @@ from trainer.config import (
     Schedule,
     TrainerConfig,
     VerlSection,
+    defaults,
     help_of,
 )
 
@@ -53,7 +54,7 @@ def ensure_tiny_policy(data_dir: Path) -> Path:
     return target
 
 
-R = RunConfig()
+R = defaults(RunConfig)
 A = TrainerConfig
 
 

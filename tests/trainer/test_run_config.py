@@ -67,6 +67,16 @@ def test_the_help_of_a_flag_is_the_fields() -> None:
     assert {p.name: p.help for p in COMMANDS["dev"].params}["lr"] == help_of(TrainerConfig, "lr")
 
 
+def test_the_cli_reads_the_defaults_without_importing_verl_or_torch() -> None:
+    """Building a validated config at import (verl's registries) cost ``wsrl --help`` 8 s."""
+    import subprocess
+    import sys
+
+    code = "import sys, app.cli; print(sorted({'verl', 'torch', 'sqlalchemy'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 # --- the verl configs -------------------------------------------------------------------------
 
 verl_config = pytest.importorskip("trainer.backends.verl.config")

@@ -49,6 +49,39 @@ REDIS_CLAIM_PREFIX = "wsrl:test-db-claim:"
 REDIS_CLAIM_TTL_S = 12 * 3600
 
 
+# --- the caller's settings ---------------------------------------------------------------
+
+CALLER_SETTINGS_KEPT = ("WSRL_TEST_",)
+"""Prefixes of the caller's variables the suite reads on purpose (where its servers are)."""
+CALLER_SETTINGS_ALIASES = ("OPENAI_API_BASE", "OPENAI_API_KEY")
+"""Variables besides ``WSRL_*`` that :class:`app.config.Settings` reads."""
+
+
+def caller_settings(environ: dict[str, str]) -> list[str]:
+    """The variables of ``environ`` that would configure this project from outside the suite."""
+    return [
+        name
+        for name in environ
+        if (name.startswith("WSRL_") and not name.startswith(CALLER_SETTINGS_KEPT))
+        or name in CALLER_SETTINGS_ALIASES
+    ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_settings() -> Iterator[None]:
+    """The suite ignores the caller's ``WSRL_*`` settings (say a ``WSRL_DATA_DIR`` left from
+    ``make dev`` elsewhere): they are removed at session start, for this process and the
+    processes it starts, and the cached :func:`app.config.get_settings` is dropped. A test
+    that needs one sets it itself (``monkeypatch.setenv``); restored at the end."""
+    from app.config import get_settings
+
+    removed = {name: os.environ.pop(name) for name in caller_settings(dict(os.environ))}
+    get_settings.cache_clear()
+    yield
+    os.environ.update(removed)
+    get_settings.cache_clear()
+
+
 # --- folders for embedded services -----------------------------------------------------
 
 

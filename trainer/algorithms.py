@@ -27,12 +27,6 @@ def _algo_config(adv_estimator: str, norm_adv_by_std: bool) -> AlgoConfig:
     return AlgoConfig(adv_estimator=adv_estimator, norm_adv_by_std_in_grpo=norm_adv_by_std)
 
 
-def discounted_return(reward: float, policy_steps: int, config: TrainerConfig) -> float:
-    """The return GRPO compares: ``reward`` discounted per policy step after the first
-    (``TrainerConfig.step_discount``)."""
-    return reward * config.step_discount ** max(policy_steps - 1, 0)
-
-
 def rollout_advantages(
     rewards: Sequence[float], group_ids: Sequence[str], config: TrainerConfig
 ) -> list[float]:

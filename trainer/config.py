@@ -1,4 +1,10 @@
-"""The trainer's knobs, each documented once.
+"""The run configuration: every training default lives here, each documented once.
+
+:class:`RunConfig` is one training run: the algorithm (:class:`TrainerConfig`), sampling,
+the schedule, the model and one section per backend. ``wsrl train`` and ``wsrl dev`` take
+their options' defaults and help from these fields (:func:`help_of`), and the verl configs'
+shared keys are filled from and validated into the same classes
+(``trainer/backends/verl/config.py``); :data:`DEV_RUN` is what ``wsrl dev`` changes.
 
 Algorithm names are verl's (``verl.trainer.ppo.core_algos``): ``adv_estimator`` picks an
 advantage estimator from its registry, ``loss_mode`` a policy loss, ``loss_agg_mode`` how
@@ -8,7 +14,9 @@ token losses become one number. :meth:`TrainerConfig.preset` gives the usual com
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 SAMPLE_MODES = ("transition", "trajectory")
@@ -22,6 +30,18 @@ LOSS_AGG_MODES = (
 )
 KL_PENALTIES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k3+", "low_var_kl+")
 GROUP_ESTIMATORS = ("grpo", "rloo", "grpo_vectorized", "rloo_vectorized", "opo", "grpo_passk")
+
+
+def knob(default: Any, help: str) -> Any:
+    """A field with its default and its help text (what ``--help`` shows for its flag)."""
+    return field(default=default, metadata={"help": help})
+
+
+def help_of(cls: type, name: str) -> str:
+    """The help text of field ``name`` of the dataclass ``cls``, as a terminal shows it."""
+    text = next(f for f in fields(cls) if f.name == name).metadata["help"]
+    return text.replace("``", "").replace(":func:", "")
+
 
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {"adv_estimator": "grpo", "norm_adv_by_std": True, "loss_mode": "vanilla"},
@@ -47,41 +67,56 @@ class TrainerConfig:
     """One training run. Invalid combinations fail at construction with a fix in the message."""
 
     # --- groups and batches --------------------------------------------------------------
-    group_size: int = 8
-    """Rollouts per goal in one GRPO group; advantages are computed within a group."""
-    batch_groups: int = 4
-    """Complete groups per policy update (one update = batch_groups * group_size rollouts)."""
-    max_staleness: int = 1
-    """Oldest policy version allowed in a trained group, counted back from the current one
-    (0 = strictly on-policy)."""
-    min_group_rollouts: int = 2
-    """A finished group with fewer successfully finished rollouts than this is discarded."""
+    group_size: int = knob(
+        4,
+        "Rollouts per goal in one GRPO group; advantages are computed within a group.",
+    )
+    batch_groups: int = knob(
+        4,
+        "Complete groups per policy update (one update = batch_groups * group_size rollouts).",
+    )
+    max_staleness: int = knob(
+        1,
+        "Oldest policy version allowed in a trained group, counted back from the "
+        "current one (0 = strictly on-policy).",
+    )
+    min_group_rollouts: int = knob(
+        2,
+        "A finished group with fewer successfully finished rollouts than this is discarded.",
+    )
 
     # --- samples ---------------------------------------------------------------------------
-    sample_mode: str = "trajectory"
-    """``transition``: one sample per LLM call; ``trajectory``: an episode's turns joined
-    into one sample while each prompt extends the previous prompt + response (the default
-    agent rebuilds its prompt every step, so there every turn is its own sample and
-    ``samples/prefix_mismatches`` counts the turns)."""
+    sample_mode: str = knob(
+        "trajectory",
+        "``transition``: one sample per LLM call; ``trajectory``: an episode's turns "
+        "joined into one sample while each prompt extends the previous prompt + "
+        "response (the default agent rebuilds its prompt every step, so there every "
+        "turn is its own sample and ``samples/prefix_mismatches`` counts the turns).",
+    )
     max_sample_tokens: int = 2048
     """Samples longer than this (prompt + responses) are dropped and counted."""
-    sample_weighting: str = "rollout"
-    """``rollout``: each rollout counts the same in the loss, whatever its number of turns;
-    ``token``: each generated token does (verl's plain token-mean over whole episodes).
-    See :func:`trainer.samples.build_samples` for why multi-turn agents want ``rollout``."""
+    sample_weighting: str = knob(
+        "rollout",
+        "``rollout``: each rollout counts the same in the loss, whatever its number of "
+        "turns; ``token``: each generated token does (verl's plain token-mean over "
+        "whole episodes). See :func:`trainer.samples.build_samples` for why multi-turn "
+        "agents want ``rollout``.",
+    )
 
     # --- algorithm (names from verl's registries) -------------------------------------------
     adv_estimator: str = "grpo"
     """Advantage estimator registered in verl (grpo, rloo, ...)."""
     norm_adv_by_std: bool = True
     """GRPO only: divide by the group's reward std (False = Dr.GRPO)."""
-    step_discount: float = 0.95
-    """An episode's return is its reward times ``step_discount`` per policy step after the
-    first: within a group, of two rollouts that buy the same, the shorter scores higher,
-    so a detour (a sub-page, leaving and coming back) is learned against instead of
-    costing nothing. Sampled rollouts leave a detour by chance where greedy play repeats
-    it to the step limit; the discount makes its cost visible to the update. 1: the env's
-    reward as is (decision 0019)."""
+    step_discount: float = knob(
+        0.95,
+        "An episode's return is its reward times ``step_discount`` per policy step "
+        "after the first: within a group, of two rollouts that buy the same, the "
+        "shorter scores higher, so a detour (a sub-page, leaving and coming back) is "
+        "learned against instead of costing nothing. Sampled rollouts leave a detour by "
+        "chance where greedy play repeats it to the step limit; the discount makes its "
+        "cost visible to the update. 1: the env's reward as is (decision 0019).",
+    )
     loss_mode: str = "vanilla"
     """Policy loss registered in verl (vanilla = PPO clip, gspo, cispo, ...)."""
     loss_agg_mode: str = "token-mean"
@@ -103,8 +138,10 @@ class TrainerConfig:
     inference server returned with the rollout."""
 
     # --- optimisation ----------------------------------------------------------------------
-    lr: float = 1e-5
-    """AdamW learning rate."""
+    lr: float = knob(
+        1e-4,
+        "AdamW learning rate.",
+    )
     weight_decay: float = 0.0
     """AdamW weight decay."""
     grad_clip: float = 1.0
@@ -113,10 +150,14 @@ class TrainerConfig:
     """Samples per forward/backward; gradients accumulate over a whole batch."""
     update_epochs: int = 1
     """Passes over one batch per policy update."""
-    seed: int = 0
-    """Seed of torch and of the batch shuffling."""
-    device: str = "cpu"
-    """torch device of the local backend (cpu or cuda)."""
+    seed: int = knob(
+        0,
+        "Seed of torch and of the batch shuffling.",
+    )
+    device: str = knob(
+        "cpu",
+        "torch device of the local backend (cpu or cuda).",
+    )
 
     def __post_init__(self) -> None:
         _check_positive(self, ("group_size", "batch_groups", "max_sample_tokens"))
@@ -198,3 +239,125 @@ def _check_positive(config: TrainerConfig, names: tuple[str, ...]) -> None:
         value = getattr(config, name)
         if value < 1:
             raise ValueError(f"{name}={value} must be >= 1.")
+
+
+@dataclass
+class Sampling:
+    """How train rollouts are sampled from the policy."""
+
+    temperature: float = knob(1.0, "Sampling temperature of train rollouts.")
+    max_tokens: int = knob(48, "Max new tokens per LLM call.")
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature} must be >= 0 (0: greedy).")
+        _check_positive(self, ("max_tokens",))
+
+
+@dataclass
+class Schedule:
+    """Which goals the rollouts play, and when held-out evaluations run."""
+
+    split: str = knob("train", "Goal split the train rollouts are drawn from.")
+    train_starts: tuple[str, ...] = knob(
+        ("search",),
+        "Starts (search, results, item) each train group draws one of: the page the "
+        "policy starts on. Evaluations always start at search.",
+    )
+    eval_every: int = knob(0, "Evaluate on held-out test goals every N policy versions (0: never).")
+    eval_goals: int = knob(
+        50, "Test goals per evaluation (200: a 95 percent interval of about +/- 6 points)."
+    )
+    eval_temperature: float = knob(0.0, "Sampling temperature of evaluations (0: greedy).")
+
+    def __post_init__(self) -> None:
+        from app.core.opening import parse_starts
+
+        try:
+            self.train_starts = tuple(parse_starts(",".join(self.train_starts)))
+        except ValueError as exc:
+            raise ValueError(f"train_starts: {exc}") from None
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every={self.eval_every} must be >= 0 (0: never).")
+        _check_positive(self, ("eval_goals",))
+        if self.eval_temperature < 0:
+            raise ValueError(f"eval_temperature={self.eval_temperature} must be >= 0.")
+
+
+@dataclass
+class LocalSection:
+    """The local backend (this process, CPU or one GPU): its policy server and polling."""
+
+    policy_port: int = knob(0, "Port of the policy server (0 = any).")
+    policy_host: str = knob("127.0.0.1", "Address the policy server listens on (0.0.0.0: all).")
+    advertise_host: str | None = knob(
+        None,
+        "Host name workers reach the policy server by, published with the endpoint "
+        "(default: the listening address; set it when that is 0.0.0.0 or workers run "
+        "elsewhere, e.g. the Compose service name).",
+    )
+    poll_s: float = knob(1.0, "Seconds between looks at Postgres for complete groups.")
+    checkpoint_dir: Path | None = knob(None, "Default: <data_dir>/trainer/checkpoints.")
+    enqueue: bool = knob(True, "Enqueue rollouts (off: train on what others enqueue).")
+
+
+@dataclass
+class VerlSection:
+    """The verl backend (GPUs): a named Hydra config and overrides of its keys."""
+
+    config: str = knob("fast", "verl config name (smoke, fast, qwen, qwen3b).")
+    overrides: tuple[str, ...] = knob((), "KEY=VALUE overrides of the verl config.")
+    preflight: bool = knob(True, "Run the checks of `wsrl doctor` first, stop on a failure.")
+
+
+TINY = "tiny"
+
+
+@dataclass
+class RunConfig:
+    """One training run, whichever backend trains it. Built validated: a bad value fails
+    at construction with a fix in the message."""
+
+    backend: str = knob("local", "local (this process) or verl (GPUs).")
+    model: str = knob(TINY, "Checkpoint folder to start from, or 'tiny' (bootstrapped).")
+    steps: int | None = knob(None, "Steps to train in this run (default: forever).")
+    preset: str = knob("grpo", "grpo, dr_grpo, rloo or gspo.")
+    algorithm: TrainerConfig = field(default_factory=TrainerConfig)
+    sampling: Sampling = field(default_factory=Sampling)
+    schedule: Schedule = field(default_factory=Schedule)
+    local: LocalSection = field(default_factory=LocalSection)
+    verl: VerlSection = field(default_factory=VerlSection)
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}: use one of {sorted(PRESETS)}.")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps={self.steps} must be >= 1 (or unset: forever).")
+
+
+DEV_RUN: dict[str, dict[str, Any]] = {
+    "schedule": {"train_starts": ("item", "search"), "eval_every": 20, "eval_goals": 200},
+}
+"""What ``wsrl dev`` changes in :class:`RunConfig`'s defaults: half the train groups learn
+option choice on an item page, half play the whole task, and 200 held-out goals every 20
+versions (docs/benchmarks.md's acceptance runs used exactly these)."""
+
+
+def defaults(cls: type) -> SimpleNamespace:
+    """The field defaults of the dataclass ``cls`` (sections nested), read without building
+    one: the CLI reads them at import, where validation (verl's registries) would cost
+    seconds of ``wsrl --help``."""
+    values = {}
+    for f in fields(cls):
+        if f.default_factory is not MISSING and is_dataclass(f.default_factory):
+            values[f.name] = defaults(f.default_factory)
+        else:
+            values[f.name] = f.default
+    return SimpleNamespace(**values)
+
+
+def dev_default(section: str, name: str) -> Any:
+    """The default of ``wsrl dev`` for ``section.name``."""
+    if name in DEV_RUN.get(section, {}):
+        return DEV_RUN[section][name]
+    return getattr(getattr(defaults(RunConfig), section), name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from app.config import Settings
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
-from trainer.algorithms import discounted_return, rollout_advantages
+from trainer.algorithms import rollout_advantages
 from trainer.backends.local import LocalBackend
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
@@ -53,9 +53,12 @@ class LocalTraining:
     ) -> None:
         self.backend, self.server, self.config, self.options = backend, server, config, options
 
-    def prepare(self, records: Sequence[RolloutRecord]) -> tuple[list[Sample] | None, dict]:
-        returns = [discounted_return(r.reward, len(r.calls), self.config) for r in records]
-        advantages = rollout_advantages(returns, [r.group_id for r in records], self.config)
+    def prepare(
+        self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
+    ) -> tuple[list[Sample] | None, dict]:
+        advantages = rollout_advantages(
+            [returns[r.rollout_id] for r in records], [r.group_id for r in records], self.config
+        )
         samples, stats = build_samples(
             records,
             {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},

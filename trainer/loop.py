@@ -41,7 +41,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -77,9 +77,13 @@ class TrainBackend(Protocol):
     """True when the inference server cannot answer during the update (verl colocated:
     vLLM sleeps); the loop then publishes the current version ``paused`` first."""
 
-    def prepare(self, records: Sequence[RolloutRecord]) -> tuple[Any | None, dict[str, float]]:
-        """The batch the update takes, built from ``records`` (whole groups, possibly none),
-        and its metrics; batch None when nothing in it can be trained (every sample too long)."""
+    def prepare(
+        self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
+    ) -> tuple[Any | None, dict[str, float]]:
+        """The batch the update takes, built from ``records`` (whole groups, possibly none)
+        and their ``returns`` (rollout id -> the loop's :func:`episode_returns`: the backend
+        normalises these, never the raw reward), and its metrics; batch None when nothing in
+        it can be trained (every sample too long)."""
         ...
 
     def update(self, batch: Any, step: int, version: int) -> dict[str, float]:
@@ -131,6 +135,18 @@ class StepResult:
     version: int
     rollouts: int
     metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def discounted_return(reward: float, policy_steps: int, config: TrainerConfig) -> float:
+    """The return GRPO compares: ``reward`` discounted per policy step after the first
+    (``TrainerConfig.step_discount``)."""
+    return reward * config.step_discount ** max(policy_steps - 1, 0)
+
+
+def episode_returns(records: Sequence[RolloutRecord], config: TrainerConfig) -> dict[str, float]:
+    """Rollout id -> the return both backends build their advantages from (one objective
+    whichever backend trains: each normalises these within a group with verl's estimator)."""
+    return {r.rollout_id: discounted_return(r.reward, len(r.calls), config) for r in records}
 
 
 def batch_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
@@ -253,7 +269,9 @@ class TrainLoop:
         times: dict[str, float] = {"time/wait_s": wait_s}
         started = time.perf_counter()
         learn_from, flat = self._informative(records)
-        batch, batch_stats = self.backend.prepare(learn_from)
+        batch, batch_stats = self.backend.prepare(
+            learn_from, episode_returns(learn_from, self.config)
+        )
         times["time/batch_s"] = time.perf_counter() - started
         step = self.step + 1
         metrics: dict[str, Any] = {

@@ -285,8 +285,6 @@ def play_external_attempt(
 ) -> EpisodeResult:
     """:func:`run_external_episode` with the worker's clients and settings (the rollout
     task's entry point)."""
-    from workers.rollout import sampling_from
-
     settings = runtime.settings
     with httpx.Client() as http:
         return run_external_episode(
@@ -301,7 +299,7 @@ def play_external_attempt(
             api_url=settings.api_url,
             api_token=settings.api_token,
             model=settings.llm_model,
-            sampling=sampling_from(Sampling.from_settings(settings), start.sampling),
+            sampling=Sampling.from_settings(settings).overridden(start.sampling),
             max_steps=settings.max_steps,
             step_timeout_s=settings.step_timeout_s,
             worker=runtime.worker,

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app.core.endpoint import EndpointUnavailable
-from app.core.enqueue import SAMPLING_KEYS, on_commit, send_after_commit
+from app.core.enqueue import on_commit, send_after_commit
 from app.core.env_client import EnvError
 from app.core.llm import LLMError, LLMUnavailable, Sampling
 from app.db.session import session_scope
@@ -65,16 +65,6 @@ class Outcome(StrEnum):
     RETRY = "retry"
     FAILED = "failed"
     SUPERSEDED = "superseded"
-
-
-def sampling_from(settings_sampling: Sampling, overrides: dict[str, Any] | None) -> Sampling:
-    """The enqueued sampling parameters over the settings' defaults."""
-    if not overrides:
-        return settings_sampling
-    known = {k: v for k, v in overrides.items() if k in SAMPLING_KEYS}
-    if known.get("stop") is not None:
-        known["stop"] = tuple(known["stop"])
-    return Sampling(**{**settings_sampling.__dict__, **known})
 
 
 def retry_delay_s(backoff_s: float, attempt_number: int) -> float:
@@ -211,7 +201,7 @@ def _play(
                 recorder,
                 max_steps=settings.max_steps,
                 mode=settings.agent_mode,
-                sampling=sampling_from(Sampling.from_settings(settings), start.sampling),
+                sampling=Sampling.from_settings(settings).overridden(start.sampling),
                 history_steps=settings.agent_history_steps,
                 constrain_actions=settings.agent_constrain_actions,
                 start=start.start,

@@ -13,7 +13,8 @@ from rich.console import Console
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
-def fail(message: object) -> typer.Exit:
-    """Print ``Error: message`` on stderr; the exit (status 1) for the caller to raise."""
+def fail(message: object, code: int = 1) -> typer.Exit:
+    """Print ``Error: message`` on stderr; the exit (status 1, or ``code``: 2 for a usage
+    error such as a flag the command cannot honour) for the caller to raise."""
     err_console.print(f"[red]Error:[/red] {message}")
-    return typer.Exit(1)
+    return typer.Exit(code)

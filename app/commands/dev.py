@@ -26,6 +26,16 @@ from rich.console import Console
 
 from app.commands import fail
 from app.commands.logs import new_run
+from trainer.config import RunConfig, Schedule, TrainerConfig, defaults, dev_default, help_of
+
+R = defaults(RunConfig)
+A = TrainerConfig
+
+
+def _opt(cls: type, name: str) -> typer.models.OptionInfo:
+    """A typer option whose help is the run configuration's (trainer/config.py)."""
+    return typer.Option(help=help_of(cls, name))
+
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -100,45 +110,50 @@ def dev(
         Path | None, typer.Option(help="Policy checkpoint; default: the bootstrapped tiny one.")
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Threads of the Celery worker.")] = 16,
-    group_size: Annotated[int, typer.Option(min=2, help="Rollouts per GRPO group.")] = 4,
-    batch_groups: Annotated[int, typer.Option(min=1, help="Groups per update.")] = 4,
-    lr: Annotated[float, typer.Option(help="Learning rate of the trainer (> 0).")] = 1e-4,
-    max_staleness: Annotated[int, typer.Option(min=0, help="Versions a group may lag.")] = 1,
-    steps: Annotated[
-        int | None, typer.Option(min=1, help="Stop everything after N train steps.")
-    ] = None,
-    split: Annotated[str, typer.Option(help="Goal split of the train rollouts.")] = "train",
+    group_size: Annotated[int, _opt(A, "group_size")] = dev_default("algorithm", "group_size"),
+    batch_groups: Annotated[int, _opt(A, "batch_groups")] = dev_default(
+        "algorithm", "batch_groups"
+    ),
+    lr: Annotated[float, _opt(A, "lr")] = dev_default("algorithm", "lr"),
+    max_staleness: Annotated[int, _opt(A, "max_staleness")] = dev_default(
+        "algorithm", "max_staleness"
+    ),
+    steps: Annotated[int | None, _opt(RunConfig, "steps")] = None,
+    split: Annotated[str, _opt(Schedule, "split")] = dev_default("schedule", "split"),
     train_starts: Annotated[
         str,
         typer.Option(
-            help="Comma list of starts (search, results, item) each train group draws one "
-            "of (see `wsrl train --help`): half the groups learn option choice on an item "
-            "page, half play the whole task. Evaluations always start at search."
+            help=help_of(Schedule, "train_starts") + " wsrl dev: half the groups learn option "
+            "choice on an item page, half play the whole task."
         ),
-    ] = "item,search",
-    eval_every: Annotated[
-        int, typer.Option(min=0, help="Evaluate on held-out test goals every N versions.")
-    ] = 20,
-    eval_goals: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Test goals per evaluation (200: a 95 percent interval of about +/- 6 points).",
-        ),
-    ] = 200,
+    ] = ",".join(dev_default("schedule", "train_starts")),
+    eval_every: Annotated[int, _opt(Schedule, "eval_every")] = dev_default(
+        "schedule", "eval_every"
+    ),
+    eval_goals: Annotated[int, _opt(Schedule, "eval_goals")] = dev_default(
+        "schedule", "eval_goals"
+    ),
 ) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
     from app.api.dashboard import dashboard_url
+    from app.commands.train import build_run
     from app.config import get_settings
-    from app.core.opening import parse_starts
     from app.supervisor import ChildFailed, Supervisor
 
-    try:
-        starts = ",".join(parse_starts(train_starts))
-    except ValueError as exc:
-        raise fail(f"--train-starts: {exc}") from exc
-    if lr <= 0:
-        raise fail(f"--lr {lr}: the learning rate must be above 0 (the default is 1e-4)")
+    run = build_run(
+        {
+            "group_size": group_size,
+            "batch_groups": batch_groups,
+            "lr": lr,
+            "max_staleness": max_staleness,
+            "steps": steps,
+            "split": split,
+            "train_starts": train_starts,
+            "eval_every": eval_every,
+            "eval_goals": eval_goals,
+        }
+    )  # validated as `wsrl train` validates it, before anything starts
+    starts = ",".join(run.schedule.train_starts)
     started = time.monotonic()
     settings = get_settings()
     _prepare(settings)

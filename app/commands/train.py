@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,11 +23,21 @@ import typer
 from rich.console import Console
 
 from app.commands import fail
+from trainer.config import (
+    PRESETS,
+    TINY,
+    LocalSection,
+    RunConfig,
+    Sampling,
+    Schedule,
+    TrainerConfig,
+    VerlSection,
+    defaults,
+    help_of,
+)
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
-
-TINY = "tiny"
 
 
 def tiny_policy_path(data_dir: Path, seed: int = 0) -> Path:
@@ -44,136 +54,264 @@ def ensure_tiny_policy(data_dir: Path) -> Path:
     return target
 
 
+R = defaults(RunConfig)
+A = TrainerConfig
+
+
+def _opt(cls: type, name: str, **kw) -> typer.models.OptionInfo:
+    """A typer option whose help is the run configuration's (trainer/config.py)."""
+    return typer.Option(help=help_of(cls, name), **kw)
+
+
+FLAGS: dict[str, str] = {
+    "backend": "backend",
+    "model": "model",
+    "steps": "steps",
+    "preset": "preset",
+    **{
+        name: f"algorithm.{name}"
+        for name in (
+            "group_size",
+            "batch_groups",
+            "max_staleness",
+            "lr",
+            "sample_mode",
+            "sample_weighting",
+            "step_discount",
+            "seed",
+            "device",
+        )
+    },
+    "temperature": "sampling.temperature",
+    "max_tokens": "sampling.max_tokens",
+    **{
+        name: f"schedule.{name}"
+        for name in ("split", "train_starts", "eval_every", "eval_goals", "eval_temperature")
+    },
+    **{
+        name: f"local.{name}"
+        for name in ("enqueue", "policy_port", "policy_host", "advertise_host", "checkpoint_dir")
+    },
+    "poll": "local.poll_s",
+    "config": "verl.config",
+    "override": "verl.overrides",
+    "preflight": "verl.preflight",
+}
+"""Each option of ``wsrl train`` -> the :class:`RunConfig` field it sets."""
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def train(
-    backend: Annotated[str, typer.Option(help="local (this process) or verl (GPUs).")] = "local",
-    model: Annotated[
-        str, typer.Option(help="Checkpoint folder to start from, or 'tiny' (bootstrapped).")
-    ] = TINY,
-    steps: Annotated[
-        int | None, typer.Option(min=1, help="Steps to train in this run (default: forever).")
-    ] = None,
-    preset: Annotated[str, typer.Option(help="grpo, dr_grpo, rloo or gspo.")] = "grpo",
-    group_size: Annotated[int, typer.Option(min=1, help="Rollouts per GRPO group.")] = 4,
-    batch_groups: Annotated[int, typer.Option(min=1, help="Groups per update.")] = 4,
-    max_staleness: Annotated[int, typer.Option(min=0, help="Versions a group may lag.")] = 1,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
-    sample_mode: Annotated[str, typer.Option(help="trajectory or transition.")] = "trajectory",
-    sample_weighting: Annotated[
-        str, typer.Option(help="rollout (each episode counts the same) or token.")
-    ] = "rollout",
-    step_discount: Annotated[
-        float,
-        typer.Option(
-            help="Return = reward x this per policy step after the first, in (0, 1] "
-            "(1: the reward as is)."
-        ),
-    ] = 0.95,
-    seed: Annotated[int, typer.Option(help="Seed of torch, batches and goal draws.")] = 0,
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
-    max_tokens: Annotated[int, typer.Option(min=1, help="Max new tokens per LLM call.")] = 48,
-    split: Annotated[str, typer.Option(help="Goal split the rollouts are drawn from.")] = "train",
-    train_starts: Annotated[
-        str,
-        typer.Option(
-            help="Comma list of starts (search, results, item) each train group draws one "
-            "of: the page the policy starts on. Evaluations always start at search."
-        ),
-    ] = "search",
-    eval_every: Annotated[
-        int,
-        typer.Option(min=0, help="Evaluate on held-out test goals every N versions (0: never)."),
-    ] = 0,
-    eval_goals: Annotated[int, typer.Option(min=1, help="Test goals per evaluation.")] = 50,
+    ctx: typer.Context,
+    backend: Annotated[str, _opt(RunConfig, "backend")] = R.backend,
+    model: Annotated[str, _opt(RunConfig, "model")] = R.model,
+    steps: Annotated[int | None, _opt(RunConfig, "steps")] = R.steps,
+    preset: Annotated[str, _opt(RunConfig, "preset")] = R.preset,
+    group_size: Annotated[int, _opt(A, "group_size")] = R.algorithm.group_size,
+    batch_groups: Annotated[int, _opt(A, "batch_groups")] = R.algorithm.batch_groups,
+    max_staleness: Annotated[int, _opt(A, "max_staleness")] = R.algorithm.max_staleness,
+    lr: Annotated[float, _opt(A, "lr")] = R.algorithm.lr,
+    sample_mode: Annotated[str, _opt(A, "sample_mode")] = R.algorithm.sample_mode,
+    sample_weighting: Annotated[str, _opt(A, "sample_weighting")] = R.algorithm.sample_weighting,
+    step_discount: Annotated[float, _opt(A, "step_discount")] = R.algorithm.step_discount,
+    seed: Annotated[int, _opt(A, "seed")] = R.algorithm.seed,
+    device: Annotated[str, _opt(A, "device")] = R.algorithm.device,
+    temperature: Annotated[float, _opt(Sampling, "temperature")] = R.sampling.temperature,
+    max_tokens: Annotated[int, _opt(Sampling, "max_tokens")] = R.sampling.max_tokens,
+    split: Annotated[str, _opt(Schedule, "split")] = R.schedule.split,
+    train_starts: Annotated[str, _opt(Schedule, "train_starts")] = ",".join(
+        R.schedule.train_starts
+    ),
+    eval_every: Annotated[int, _opt(Schedule, "eval_every")] = R.schedule.eval_every,
+    eval_goals: Annotated[int, _opt(Schedule, "eval_goals")] = R.schedule.eval_goals,
     eval_temperature: Annotated[
-        float, typer.Option(min=0.0, help="Sampling temperature of evaluations (0: greedy).")
-    ] = 0.0,
-    enqueue: Annotated[
-        bool, typer.Option(help="Enqueue rollouts (off: train on what others enqueue).")
-    ] = True,
-    policy_port: Annotated[int, typer.Option(help="Port of the policy server (0 = any).")] = 0,
-    policy_host: Annotated[
-        str, typer.Option(help="Address the policy server listens on (0.0.0.0: all).")
-    ] = "127.0.0.1",
+        float, _opt(Schedule, "eval_temperature")
+    ] = R.schedule.eval_temperature,
+    enqueue: Annotated[bool, _opt(LocalSection, "enqueue")] = R.local.enqueue,
+    policy_port: Annotated[int, _opt(LocalSection, "policy_port")] = R.local.policy_port,
+    policy_host: Annotated[str, _opt(LocalSection, "policy_host")] = R.local.policy_host,
     advertise_host: Annotated[
-        str | None,
-        typer.Option(
-            help="Host name workers reach the policy server by, published with the endpoint "
-            "(default: the listening address; set it when that is 0.0.0.0 or workers run "
-            "elsewhere, e.g. the Compose service name)."
-        ),
-    ] = None,
-    poll: Annotated[float, typer.Option(help="Seconds between looks at Postgres.")] = 1.0,
+        str | None, _opt(LocalSection, "advertise_host")
+    ] = R.local.advertise_host,
+    poll: Annotated[float, _opt(LocalSection, "poll_s")] = R.local.poll_s,
     checkpoint_dir: Annotated[
-        Path | None, typer.Option(help="Default: <data_dir>/trainer/checkpoints.")
-    ] = None,
-    config: Annotated[
-        str, typer.Option("--config", help="verl only: config name (smoke, fast, qwen, qwen3b).")
-    ] = "fast",
-    override: Annotated[
-        list[str] | None, typer.Option(help="verl only: KEY=VALUE config override (repeat).")
-    ] = None,
-    preflight: Annotated[
+        Path | None, _opt(LocalSection, "checkpoint_dir")
+    ] = R.local.checkpoint_dir,
+    config: Annotated[str, _opt(VerlSection, "config")] = R.verl.config,
+    override: Annotated[list[str] | None, _opt(VerlSection, "overrides")] = None,
+    preflight: Annotated[bool, _opt(VerlSection, "preflight")] = R.verl.preflight,
+    print_config: Annotated[
         bool,
-        typer.Option(help="verl only: run the checks of `wsrl doctor` first, stop on a failure."),
-    ] = True,
+        typer.Option(
+            help="Print the resolved configuration, where each value came from, and exit."
+        ),
+    ] = False,
 ) -> None:
     """Train the policy with GRPO-style updates on rollouts from the Celery workers."""
     from app.config import ServicesNotRunningError, get_settings
-    from app.core.opening import parse_starts
 
-    if backend == "verl":
-        _run_verl(config, override or [], preflight)
+    values = {name: value for name, value in locals().items() if name in FLAGS}
+    given = {name for name in FLAGS if _given(ctx, name)}
+    run = build_run(values)
+    if run.backend == "verl":
+        _refuse_unhonoured(given, VERL_FLAGS, "verl")
+        overrides = verl_overrides(run, given)
+        if print_config:
+            _print_verl_config(run, overrides, given)
+            return
+        _run_verl(run.verl.config, overrides, run.verl.preflight)
         return
-    if backend != "local":
-        raise fail(f"unknown backend {backend!r}: use local or verl")
-    try:
-        starts = parse_starts(train_starts)
-    except ValueError as exc:
-        raise fail(f"--train-starts: {exc}") from exc
-    if not 0.0 < step_discount <= 1.0:
-        raise fail(f"--step-discount {step_discount}: use a value in (0, 1] (the default is 0.95)")
+    _refuse_unhonoured(given, LOCAL_FLAGS, "local")
+    if print_config:
+        _print_run_config(run, given)
+        return
     settings = get_settings()
     try:
         settings.resolved_database_url()
         settings.resolved_redis_url()
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
-    if model == TINY:  # before the minutes of bootstrapping it
+    if run.model == TINY:  # before the minutes of bootstrapping it
         _check_bootstrap_settings(settings, None)
-    model_path = ensure_tiny_policy(settings.data_dir) if model == TINY else Path(model)
+    model_path = ensure_tiny_policy(settings.data_dir) if run.model == TINY else Path(run.model)
     if not (model_path / "config.json").is_file():
         raise fail(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
     _check_bootstrap_settings(settings, model_path)
-    _run(
-        settings,
-        model_path,
-        steps=steps,
-        config_args={
-            "group_size": group_size,
-            "batch_groups": batch_groups,
-            "max_staleness": max_staleness,
-            "lr": lr,
-            "sample_mode": sample_mode,
-            "sample_weighting": sample_weighting,
-            "step_discount": step_discount,
-            "seed": seed,
-            "device": device,
-        },
-        preset=preset,
-        sampling={"temperature": temperature, "max_tokens": max_tokens},
-        split=split,
-        train_starts=starts,
-        eval_every=eval_every,
-        eval_goals=eval_goals,
-        eval_sampling={"temperature": eval_temperature, "max_tokens": max_tokens},
-        enqueue=enqueue,
-        policy_port=policy_port,
-        policy_host=policy_host,
-        advertise_host=advertise_host,
-        poll=poll,
-        checkpoint_dir=checkpoint_dir,
+    _run(settings, model_path, run)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user typed option ``name`` (its value is not the default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _default(path: str) -> object:
+    value: object = R
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def build_run(values: dict) -> RunConfig:
+    """The validated :class:`RunConfig` of the options' ``values`` (an option left out: its
+    default); a bad value is an error that names its flag (status 1)."""
+    sections: dict[str, dict] = {}
+    top: dict = {}
+    for name, path in FLAGS.items():
+        value = values[name] if name in values else _default(path)
+        if name == "train_starts" and isinstance(value, str):
+            value = tuple(value.split(","))
+        elif name == "override":
+            value = tuple(value or ())
+        if "." in path:
+            section, field_name = path.split(".")
+            sections.setdefault(section, {})[field_name] = value
+        else:
+            top[path] = value
+    try:
+        if top["preset"] not in PRESETS:
+            raise ValueError(f"preset={top['preset']!r}: use one of {sorted(PRESETS)}.")
+        return RunConfig(
+            **top,
+            algorithm=TrainerConfig.preset(top["preset"], **sections["algorithm"]),
+            sampling=Sampling(**sections["sampling"]),
+            schedule=Schedule(**sections["schedule"]),
+            local=LocalSection(**sections["local"]),
+            verl=VerlSection(**sections["verl"]),
+        )
+    except ValueError as exc:
+        raise fail(_name_flag(str(exc))) from exc
+
+
+def _name_flag(message: str) -> str:
+    """``lr=0: ...`` -> ``--lr=0: ...``: the flag the user typed, not the field's name."""
+    field_to_flag = {path.split(".")[-1]: name for name, path in FLAGS.items()}
+    head = message.split("=")[0].split(":")[0]
+    if head in field_to_flag:
+        return flag(field_to_flag[head]) + message[len(head) :]
+    return message
+
+
+VERL_FLAGS: frozenset[str] = frozenset(
+    {"backend", "config", "override", "preflight", "model", "preset", "steps", "poll"}
+    | {"group_size", "batch_groups", "max_staleness", "lr", "sample_mode", "step_discount"}
+    | {"seed", "temperature", "split", "train_starts", "eval_every", "eval_goals"}
+    | {"eval_temperature", "policy_port", "policy_host", "advertise_host", "checkpoint_dir"}
+)
+"""The options the verl backend honours (trainer/backends/verl/config.py maps each to its
+key); any other one given with ``--backend verl`` is refused."""
+LOCAL_FLAGS: frozenset[str] = frozenset(FLAGS) - {"config", "override", "preflight"}
+"""The options the local backend honours."""
+
+
+def _refuse_unhonoured(given: set[str], honoured: frozenset[str], backend: str) -> None:
+    """A flag the backend would ignore is a usage error (status 2) that names it."""
+    ignored = sorted(given - honoured)
+    if not ignored:
+        return
+    flags = ", ".join(flag(n) for n in ignored)
+    hint = (
+        "set the verl key with --override KEY=VALUE, or use --backend local"
+        if backend == "verl"
+        else "it is for --backend verl"
     )
+    raise fail(f"{flags}: the {backend} backend cannot honour it ({hint}).", code=2)
+
+
+def verl_overrides(run: RunConfig, given: set[str]) -> list[str]:
+    """The Hydra overrides of the verl config that the typed options make, then the user's
+    own ``--override`` (which win)."""
+    from trainer.backends.verl.config import run_overrides
+
+    paths = {FLAGS[name] for name in given if name in VERL_FLAGS}
+    if "preset" in given:
+        paths |= {f"algorithm.{key}" for key in PRESETS[run.preset]}
+    if run.model == TINY and "model" in paths:
+        from app.config import get_settings
+
+        run = replace(run, model=str(tiny_policy_path(get_settings().data_dir)))
+    return [*run_overrides(run, paths), *run.verl.overrides]
+
+
+def _print_run_config(run: RunConfig, given: set[str]) -> None:
+    by_path = {path: name for name, path in FLAGS.items()}
+    for section in ("", "algorithm", "sampling", "schedule", "local"):
+        obj = getattr(run, section) if section else run
+        for f in fields(obj):
+            if is_dataclass(getattr(obj, f.name)):
+                continue
+            path = f"{section}.{f.name}" if section else f.name
+            name = by_path.get(path)
+            source = f"flag {flag(name)}" if name in given else "default"
+            console.print(f"{path} = {getattr(obj, f.name)!r}  ({source})", highlight=False)
+
+
+def _print_verl_config(run: RunConfig, overrides: list[str], given: set[str]) -> None:
+    from omegaconf import OmegaConf
+
+    from trainer.backends.verl.config import VERL_KEYS, load_config
+
+    try:
+        config = load_config(run.verl.config, overrides)
+    except ValueError as exc:
+        raise fail(exc) from exc
+    set_by = {FLAGS[name]: name for name in given}
+    if "preset" in given:
+        set_by |= {f"algorithm.{key}": "preset" for key in PRESETS[run.preset]}
+    user = {o.split("=", 1)[0] for o in run.verl.overrides}
+    for path, key in VERL_KEYS.items():
+        value = OmegaConf.select(config, key)
+        if key in user:
+            source = "--override"
+        elif path in set_by:
+            source = f"flag {flag(set_by[path])}"
+        else:
+            source = f"config {run.verl.config}"
+        console.print(f"{key} = {value!r}  ({path}; {source})", highlight=False)
 
 
 def _check_bootstrap_settings(settings, model_path: Path | None) -> None:
@@ -239,38 +377,37 @@ def _sync_goals(settings, split: str) -> None:
         engine.dispose()
 
 
-def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> None:
-    from trainer.config import TrainerConfig
+def _run(settings, model_path: Path, run: RunConfig) -> None:
     from trainer.local_run import default_checkpoint_dir, start_local_trainer
     from trainer.loop import LoopOptions
     from trainer.tracking import MetricsLogger
 
     try:
-        config = TrainerConfig.preset(preset, **config_args)
-        metrics = MetricsLogger.from_settings(settings, "local", config=asdict(config))
+        metrics = MetricsLogger.from_settings(settings, "local", config=asdict(run.algorithm))
     except ValueError as exc:
         raise fail(exc) from exc
-    if kw["enqueue"]:
-        _sync_goals(settings, kw["split"])
+    if run.local.enqueue:
+        _sync_goals(settings, run.schedule.split)
     options = LoopOptions(
-        checkpoint_dir=kw["checkpoint_dir"] or default_checkpoint_dir(settings),
-        poll_s=kw["poll"],
-        eval_every=kw["eval_every"],
+        checkpoint_dir=run.local.checkpoint_dir or default_checkpoint_dir(settings),
+        poll_s=run.local.poll_s,
+        eval_every=run.schedule.eval_every,
     )
+    sampling = asdict(run.sampling)
     trainer = start_local_trainer(
         settings,
-        config,
+        run.algorithm,
         model_path,
         options,
-        enqueue=kw["enqueue"],
-        sampling=kw["sampling"],
-        split=kw["split"],
-        train_starts=kw["train_starts"],
-        eval_goals=kw["eval_goals"],
-        eval_sampling=kw["eval_sampling"],
-        policy_port=kw["policy_port"],
-        policy_host=kw["policy_host"],
-        advertise_host=kw["advertise_host"],
+        enqueue=run.local.enqueue,
+        sampling=sampling,
+        split=run.schedule.split,
+        train_starts=run.schedule.train_starts,
+        eval_goals=run.schedule.eval_goals,
+        eval_sampling={**sampling, "temperature": run.schedule.eval_temperature},
+        policy_port=run.local.policy_port,
+        policy_host=run.local.policy_host,
+        advertise_host=run.local.advertise_host,
         metrics=metrics,
     )
     loop = trainer.loop
@@ -288,7 +425,7 @@ def _run(settings, model_path: Path, *, steps, config_args, preset, **kw) -> Non
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        loop.run(steps, stop, on_step=_print_step)
+        loop.run(run.steps, stop, on_step=_print_step)
     finally:
         trainer.close()
 

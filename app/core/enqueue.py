@@ -16,7 +16,6 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
@@ -30,7 +29,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings, get_settings
 from app.core.celery import ROLLOUT_TASK, queue_for_mode
 from app.core.env_client import EnvClient, EnvError
-from app.core.llm import Sampling, SamplingOverrides
+from app.core.llm import SAMPLING_FIELDS, SamplingOverrides
 from app.core.opening import parse_start
 from app.db.lifecycle import GoalSource, RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import EnqueueRequest, Goal, Rollout
@@ -38,7 +37,6 @@ from app.db.models import EnqueueRequest, Goal, Rollout
 logger = logging.getLogger(__name__)
 
 GOALS_PAGE = 1000
-SAMPLING_KEYS = frozenset(f.name for f in fields(Sampling))
 _AFTER_COMMIT_KEY = "wsrl_after_commit"
 
 
@@ -181,10 +179,10 @@ def enqueue_rollouts(
     except ValueError as exc:
         raise EnqueueError(str(exc)) from None
     if sampling is not None:
-        unknown = set(sampling) - SAMPLING_KEYS
+        unknown = set(sampling) - SAMPLING_FIELDS
         if unknown:
             raise EnqueueError(
-                f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}"
+                f"unknown sampling keys {sorted(unknown)}; allowed: {sorted(SAMPLING_FIELDS)}"
             )
         try:
             sampling = SamplingOverrides.model_validate(sampling).as_dict()

@@ -74,6 +74,18 @@ class Sampling:
     def from_settings(cls, settings: Settings) -> Sampling:
         return cls(temperature=settings.llm_temperature, max_tokens=settings.llm_max_tokens)
 
+    def overridden(self, overrides: dict[str, Any] | None) -> Sampling:
+        """The enqueued sampling parameters (a rollout's ``sampling``) over these defaults;
+        unknown keys are left out."""
+        if not overrides:
+            return self
+        known = {k: v for k, v in overrides.items() if k in SAMPLING_FIELDS}
+        if known.get("stop") is not None:
+            known["stop"] = tuple(known["stop"])
+        return Sampling(**{**asdict(self), **known})
+
+
+SAMPLING_FIELDS = frozenset(Sampling.__dataclass_fields__)
 
 StopSequence = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00]+$")]
 

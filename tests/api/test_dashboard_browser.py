@@ -3,7 +3,7 @@ database filled by a real run: env server, scripted LLMs, a Celery worker.
 
 Policy v1 is the scripted ``rule`` policy, v2 the ``oracle``: both play the same goals, so
 compare has two versions of one goal; an eval round follows on v2. With
-``WSRL_DASHBOARD_SCREENSHOTS=<dir>`` the pages' screenshots are also saved there (the
+``WSRL_TEST_SCREENSHOTS=<dir>`` the pages' screenshots are also saved there (the
 ones in docs/ are made so).
 """
 
@@ -100,7 +100,7 @@ def _shot(page, name: str, tmp_path: Path) -> None:
     path = tmp_path / f"dashboard-{name}.png"
     page.screenshot(path=str(path))  # the first screenful
     assert path.stat().st_size > 10_000
-    if target := os.environ.get("WSRL_DASHBOARD_SCREENSHOTS"):
+    if target := os.environ.get("WSRL_TEST_SCREENSHOTS"):
         shutil.copy(path, Path(target) / path.name)
 
 

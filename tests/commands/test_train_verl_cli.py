@@ -47,3 +47,66 @@ def test_train_verl_without_gpu_says_so(fresh_settings) -> None:
     result = runner.invoke(cli, ["train", "--backend", "verl", "--config", "fast"])
     assert result.exit_code == 1
     assert "needs NVIDIA GPUs" in result.output
+
+
+# --- every flag reaches the verl run or is refused ---------------------------------------------
+
+
+def test_the_verl_run_receives_lr_group_size_and_discount() -> None:
+    """`wsrl train --backend verl --lr 1e-6 --group-size 8 --step-discount 1.0` used to
+    return into the verl run before reading them."""
+    pytest.importorskip("verl")
+    from app.commands.train import FLAGS, build_run, verl_overrides
+    from trainer.backends.verl.config import load_config
+
+    given = {"lr": 1e-6, "group_size": 8, "step_discount": 1.0, "eval_every": 3}
+    run = build_run({**given, "backend": "verl", "config": "fast"})
+    config = load_config("fast", verl_overrides(run, set(given)))
+    assert config.actor_rollout_ref.actor.optim.lr == 1e-6
+    assert config.actor_rollout_ref.rollout.n == 8
+    assert config.webshop.step_discount == 1.0
+    assert config.webshop.eval_every == 3
+    assert "lr" in FLAGS
+
+
+def test_print_config_shows_the_flags_in_the_resolved_verl_config() -> None:
+    pytest.importorskip("verl")
+    args = ["train", "--backend", "verl", "--config", "smoke", "--lr", "1e-6"]
+    args += ["--group-size", "8", "--step-discount", "1.0", "--print-config"]
+    result = runner.invoke(cli, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "actor_rollout_ref.actor.optim.lr = 1e-06  (algorithm.lr; flag --lr)" in result.output
+    assert "actor_rollout_ref.rollout.n = 8  (algorithm.group_size; flag" in result.output
+    assert "webshop.step_discount = 1.0  (algorithm.step_discount; flag" in result.output
+    assert "data.train_batch_size = 2  (algorithm.batch_groups; config smoke)" in result.output
+
+
+def test_a_user_override_wins_over_a_flag() -> None:
+    pytest.importorskip("verl")
+    args = ["train", "--backend", "verl", "--config", "fast", "--lr", "1e-6", "--print-config"]
+    args += ["--override", "actor_rollout_ref.actor.optim.lr=3e-6"]
+    result = runner.invoke(cli, args, terminal_width=200)
+    assert "actor_rollout_ref.actor.optim.lr = 3e-06  (algorithm.lr; --override)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--backend", "verl", "--sample-weighting", "token"], "--sample-weighting"),
+        (["--backend", "verl", "--device", "cuda", "--max-tokens", "64"], "--device, --max-tokens"),
+        (["--backend", "verl", "--no-enqueue"], "--enqueue"),
+        (["--backend", "local", "--config", "qwen"], "--config"),
+        (["--override", "data.seed=1"], "--override"),
+    ],
+)
+def test_a_flag_the_backend_would_ignore_is_refused_by_name(args: list[str], named: str) -> None:
+    result = runner.invoke(cli, ["train", *args], terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert f"{named}: the" in result.output and "cannot honour it" in result.output
+
+
+def test_a_bad_value_names_its_flag() -> None:
+    pytest.importorskip("verl")
+    result = runner.invoke(cli, ["train", "--backend", "verl", "--group-size", "1"])
+    assert result.exit_code == 1
+    assert "--group-size=1 gives grpo no baseline" in result.output

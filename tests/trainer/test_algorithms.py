@@ -92,11 +92,13 @@ def test_kl_to_reference_zero_when_equal() -> None:
 
 
 def test_the_return_is_discounted_per_policy_step_after_the_first() -> None:
+    from trainer.loop import discounted_return
+
     config = TrainerConfig(step_discount=0.9)
-    assert algorithms.discounted_return(1.0, 1, config) == 1.0
-    assert algorithms.discounted_return(0.5, 3, config) == pytest.approx(0.5 * 0.81)
-    assert algorithms.discounted_return(0.0, 15, config) == 0.0
-    assert algorithms.discounted_return(0.7, 9, TrainerConfig(step_discount=1.0)) == 0.7
+    assert discounted_return(1.0, 1, config) == 1.0
+    assert discounted_return(0.5, 3, config) == pytest.approx(0.5 * 0.81)
+    assert discounted_return(0.0, 15, config) == 0.0
+    assert discounted_return(0.7, 9, TrainerConfig(step_discount=1.0)) == 0.7
     for bad in (0.0, -0.5, 1.5):
         with pytest.raises(ValueError, match="step_discount"):
             TrainerConfig(step_discount=bad)
@@ -106,6 +108,7 @@ def test_of_two_rollouts_that_buy_the_same_the_shorter_gets_the_higher_advantage
     """A detour (a sub-page, leaving and coming back) scores below going straight, which
     the reward alone does not tell (the local backend's prepare, as the loop calls it)."""
     from trainer.local_run import LocalTraining
+    from trainer.loop import episode_returns
     from trainer.samples import CallRecord, RolloutRecord
 
     def record(rid: str, reward: float, steps: int) -> RolloutRecord:
@@ -117,7 +120,7 @@ def test_of_two_rollouts_that_buy_the_same_the_shorter_gets_the_higher_advantage
     for discount in (0.95, 1.0):
         config = TrainerConfig(step_discount=discount)
         run = LocalTraining(None, None, config, None)  # type: ignore[arg-type]
-        samples, _ = run.prepare(records)
+        samples, _ = run.prepare(records, episode_returns(records, config))
         advantage[discount] = {s.rollout_id: s.advantage for s in samples}
     assert advantage[0.95]["straight"] > advantage[0.95]["detour"] > 0 > advantage[0.95]["none"]
     assert advantage[1.0]["straight"] == advantage[1.0]["detour"]

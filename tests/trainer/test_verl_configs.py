@@ -88,7 +88,9 @@ def test_async_on_policy_is_rejected() -> None:
 
 
 def test_group_of_one_is_rejected() -> None:
-    with pytest.raises(ValueError, match="needs >= 2 rollouts"):
+    with pytest.raises(
+        ValueError, match=r"actor_rollout_ref\.rollout\.n \(group_size\)=1 gives grpo no baseline"
+    ):
         load_config("fast", ["actor_rollout_ref.rollout.n=1"])
 
 

@@ -316,7 +316,7 @@ def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokeni
     ]
     trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
     trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
-    batch, metrics = trainer._batch(rollouts)
+    batch, metrics = trainer._batch(rollouts, {r.rollout_id: r.reward for r in rollouts})
     assert metrics["batch/dropped_overlong"] == 1.0
     assert len(batch) % 4 == 0 and metrics["batch/padding_rows"] == len(batch) - 6
     ids = list(batch.non_tensor_batch["rollout_id"])
@@ -339,3 +339,60 @@ def test_max_and_min_metrics_are_not_averaged() -> None:
     assert reduce_metric("actor/perf/max_memory_allocated_gb", [14.9, 5.6]) == 14.9
     assert reduce_metric("actor/perf/max_memory_reserved_gb", [21.0, 6.0]) == 21.0
     assert reduce_metric("actor/perf/cpu_memory_used_gb", [2.0, 4.0]) == 3.0
+
+
+def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> None:
+    """One objective: the same records through the shared loop's returns and each backend's
+    batch builder give the same per-rollout return and advantage. Two rollouts that buy the
+    same in 2 and 4 steps differ only by the discount, which the verl backend used to drop
+    (it scored the raw reward)."""
+    from trainer.backends.verl.config import load_config, trainer_config
+    from trainer.backends.verl.trainer import VerlBackend, WebShopPPOTrainer
+    from trainer.local_run import LocalTraining
+    from trainer.loop import episode_returns
+
+    config = load_config(
+        "fast",
+        [
+            "actor_rollout_ref.rollout.prompt_length=12",
+            "actor_rollout_ref.rollout.response_length=16",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+            "actor_rollout_ref.rollout.n=3",
+            "data.train_batch_size=2",
+        ],
+    )
+    shared = trainer_config(config)
+    assert shared.step_discount == 0.95  # the run configuration's, on both backends
+    records = [
+        _turns("straight", "g", 1.0, 2),
+        _turns("detour", "g", 1.0, 4),
+        _turns("none", "g", 0.0, 3),
+        _turns("half", "h", 0.5, 1),
+        _turns("half-late", "h", 0.5, 3),
+        _turns("zero", "h", 0.0, 2),
+    ]
+    returns = episode_returns(records, shared)
+    assert returns["straight"] > returns["detour"] > returns["none"] == 0.0
+
+    local_samples, _ = LocalTraining(None, None, shared, None).prepare(records, returns)  # type: ignore[arg-type]
+    local = {s.rollout_id: s.advantage for s in local_samples}
+
+    trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
+    trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
+    backend = VerlBackend.__new__(VerlBackend)
+    backend.trainer = trainer
+    batch, _ = backend.prepare(records, returns)
+    mask = batch.batch["response_mask"].bool()
+    verl_adv: dict[str, float] = {}
+    verl_score: dict[str, float] = {}
+    for row, rollout in enumerate(batch.non_tensor_batch["rollout_id"]):
+        if rollout == "__pad__":
+            continue
+        verl_adv[rollout] = float(batch.batch["advantages"][row][mask[row]][0])
+        scores = batch.batch["rm_scores"][row]
+        verl_score[rollout] = float(scores[scores != 0][0]) if scores.any() else 0.0
+    assert set(verl_adv) == set(local) == {r.rollout_id for r in records}
+    for rollout_id, advantage in local.items():
+        assert verl_adv[rollout_id] == pytest.approx(advantage, abs=1e-5), rollout_id
+        assert verl_score[rollout_id] == pytest.approx(returns[rollout_id], abs=1e-6)
+    assert local["straight"] > local["detour"] > 0 > local["none"]

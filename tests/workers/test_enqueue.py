@@ -28,7 +28,6 @@ from app.db.session import make_engine
 from app.scripted_llm import tokenizer
 from app.webshop.server.runner import RunningServer
 from workers.llm import LLMClient
-from workers.rollout import sampling_from
 
 GOALS = range(910_000, 910_006)
 SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
@@ -234,7 +233,7 @@ def test_stop_sequences_are_stored_and_reach_the_llm_server(
     stored = db_session.get(Rollout, rollout_id).sampling
     assert stored == {"stop": ["desk", "]"], "seed": 3}
     settings = make_settings(llm_base_url=f"{rule_llm.url}/v1", llm_temperature=0.5)
-    sampling = sampling_from(Sampling.from_settings(settings), stored)
+    sampling = Sampling.from_settings(settings).overridden(stored)
     assert (sampling.temperature, sampling.seed, sampling.stop) == (0.5, 3, ("desk", "]"))
     messages = build_messages("a red desk lamp", "WebShop [SEP] Search", SEARCH_PAGE, [])
     with LLMClient(settings) as llm:

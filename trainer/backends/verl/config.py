@@ -1,27 +1,107 @@
 """Loading the verl configs (smoke, fast, qwen, qwen3b) through hydra, as verl does.
 
-Each YAML under ``configs/`` puts verl's ``ppo_trainer.yaml`` first in its defaults list and
-overrides the fields this project needs, plus a ``webshop`` section for our loop (mode,
-staleness, turns). :func:`load_config` composes one, resolves it and checks what verl's
-``validate_config`` does not know about, with messages that say how to fix the config.
+Each YAML under ``configs/`` puts verl's ``ppo_trainer.yaml`` first in its defaults list,
+then ``run_defaults``: the keys that mean a field of the run configuration
+(:data:`VERL_KEYS`), filled from :class:`trainer.config.RunConfig`'s defaults, so a default
+is written once. The YAML files then override what this project needs on GPUs, plus a
+``webshop`` section for our loop (mode, turns, the endpoint). :func:`load_config` composes
+one, resolves it, reads the mapped keys back into the run configuration's classes (their
+validation, with the verl key named) and checks what verl's ``validate_config`` does not
+know about, with messages that say how to fix the config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from app.core.opening import parse_starts
-from trainer.config import TrainerConfig
+from trainer.config import RunConfig, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 CONFIG_NAMES = ("smoke", "fast", "qwen", "qwen3b")
 MODES = ("colocated", "async")
+
+VERL_KEYS: dict[str, str] = {
+    "algorithm.group_size": "actor_rollout_ref.rollout.n",
+    "algorithm.batch_groups": "data.train_batch_size",
+    "algorithm.max_staleness": "webshop.max_staleness",
+    "algorithm.min_group_rollouts": "webshop.min_group_rollouts",
+    "algorithm.sample_mode": "webshop.sample_mode",
+    "algorithm.step_discount": "webshop.step_discount",
+    "algorithm.adv_estimator": "algorithm.adv_estimator",
+    "algorithm.norm_adv_by_std": "algorithm.norm_adv_by_std_in_grpo",
+    "algorithm.loss_mode": "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "algorithm.loss_agg_mode": "actor_rollout_ref.actor.loss_agg_mode",
+    "algorithm.clip_ratio_low": "actor_rollout_ref.actor.clip_ratio_low",
+    "algorithm.clip_ratio_high": "actor_rollout_ref.actor.clip_ratio_high",
+    "algorithm.entropy_coef": "actor_rollout_ref.actor.entropy_coeff",
+    "algorithm.lr": "actor_rollout_ref.actor.optim.lr",
+    "algorithm.seed": "data.seed",
+    "sampling.temperature": "actor_rollout_ref.rollout.temperature",
+    "schedule.split": "webshop.goal_split",
+    "schedule.train_starts": "webshop.train_starts",
+    "schedule.eval_every": "webshop.eval_every",
+    "schedule.eval_goals": "webshop.eval_goals",
+    "schedule.eval_temperature": "webshop.eval_temperature",
+}
+"""Run configuration field -> the verl config key that holds it. Their defaults come from
+:class:`RunConfig` (the ``run_defaults`` node); ``wsrl train --backend verl`` writes the
+options the user typed into them."""
+
+OPTION_KEYS: dict[str, str] = {
+    "model": "actor_rollout_ref.model.path",
+    "steps": "trainer.total_training_steps",
+    "local.poll_s": "webshop.poll_interval_s",
+    "local.policy_port": "webshop.endpoint.port",
+    "local.policy_host": "webshop.endpoint.listen_host",
+    "local.advertise_host": "webshop.endpoint.advertise_host",
+    "local.checkpoint_dir": "trainer.default_local_dir",
+}
+"""Options of ``wsrl train`` whose verl keys keep the named configs' values unless typed
+(the local backend's defaults do not fit a GPU run: a model, a fixed relay port)."""
+
+
+def _value(run: RunConfig, path: str) -> Any:
+    value: Any = run
+    for part in path.split("."):
+        value = getattr(value, part)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def run_defaults(run: RunConfig | None = None) -> dict[str, Any]:
+    """The ``run_defaults`` config node: every :data:`VERL_KEYS` key at ``run``'s value."""
+    run = run or RunConfig()
+    node: dict[str, Any] = {}
+    for path, key in VERL_KEYS.items():
+        *parents, leaf = key.split(".")
+        target = node
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = _value(run, path)
+    return node
+
+
+def run_overrides(run: RunConfig, paths: set[str]) -> list[str]:
+    """Hydra overrides that set the verl keys of the run configuration fields ``paths``."""
+    keys = {**VERL_KEYS, **OPTION_KEYS}
+    out = []
+    for path in sorted(paths):
+        if path not in keys:
+            continue
+        value = _value(run, path)
+        text = "null" if value is None else OmegaConf.to_yaml({"v": value}).split(":", 1)[1]
+        out.append(f"{keys[path]}={text.strip()}")
+        if path == "algorithm.batch_groups":  # verl asserts mini-batches divide the batch
+            out.append(f"actor_rollout_ref.actor.ppo_mini_batch_size={value}")
+    return out
 
 
 def load_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
@@ -29,6 +109,7 @@ def load_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
     if name not in CONFIG_NAMES:
         raise ValueError(f"unknown verl config {name!r}: use one of {', '.join(CONFIG_NAMES)}.")
     GlobalHydra.instance().clear()
+    ConfigStore.instance().store(name="run_defaults", node=run_defaults())
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         config = compose(config_name=name, overrides=list(overrides))
     OmegaConf.resolve(config)
@@ -39,32 +120,9 @@ def load_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
 def check_config(config: DictConfig) -> None:
     """Our invariants: a GRPO group needs >= 2 rollouts, async needs its own rollout GPUs."""
     shop = config.webshop
-    rollout = config.actor_rollout_ref.rollout
     if shop.mode not in MODES:
         raise ValueError(f"webshop.mode={shop.mode!r}: use one of {', '.join(MODES)}.")
-    if shop.max_staleness < 0:
-        raise ValueError(f"webshop.max_staleness={shop.max_staleness} must be >= 0.")
-    if rollout.n < 2 and config.algorithm.adv_estimator in ("grpo", "rloo"):
-        raise ValueError(
-            f"actor_rollout_ref.rollout.n={rollout.n} is the GRPO group size; "
-            f"{config.algorithm.adv_estimator} needs >= 2 rollouts per goal."
-        )
-    if not 2 <= shop.min_group_rollouts <= rollout.n:
-        raise ValueError(
-            f"webshop.min_group_rollouts={shop.min_group_rollouts} must lie in "
-            f"[2, rollout.n={rollout.n}]."
-        )
-    if shop.eval_every < 0 or shop.eval_goals < 1:
-        raise ValueError(
-            f"webshop.eval_every={shop.eval_every} must be >= 0 (0: never) and "
-            f"webshop.eval_goals={shop.eval_goals} >= 1."
-        )
-    try:
-        parse_starts(",".join(shop.train_starts))
-    except ValueError as exc:
-        raise ValueError(f"webshop.train_starts: {exc}") from None
-    if shop.sample_mode not in ("trajectory", "transition"):
-        raise ValueError(f"webshop.sample_mode={shop.sample_mode!r}: trajectory or transition.")
+    run_config(config)
     port = shop.endpoint.port
     if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
         raise ValueError(
@@ -102,22 +160,49 @@ def _check_async(config: DictConfig) -> None:
         )
 
 
+def run_config(config: DictConfig) -> RunConfig:
+    """The run configuration a verl config means (:data:`VERL_KEYS`), validated by the same
+    classes as ``wsrl train``'s options; an error names the verl key to change."""
+    values: dict[str, dict[str, Any]] = {"algorithm": {}, "sampling": {}, "schedule": {}}
+    for path, key in VERL_KEYS.items():
+        section, name = path.split(".")
+        value = OmegaConf.select(config, key)
+        if isinstance(value, DictConfig | list) or OmegaConf.is_list(value):
+            value = tuple(value)
+        values[section][name] = value
+    actor = config.actor_rollout_ref.actor
+    algorithm = values["algorithm"]
+    algorithm["kl_coef"] = float(actor.kl_loss_coef) if actor.use_kl_loss else 0.0
+    algorithm["seed"] = int(algorithm["seed"] or 0)
+    try:
+        return RunConfig(
+            backend="verl",
+            algorithm=TrainerConfig(**algorithm),
+            schedule=Schedule(**values["schedule"]),
+        )
+    except ValueError as exc:
+        raise ValueError(_name_key(str(exc))) from None
+
+
+def _name_key(message: str) -> str:
+    """``group_size=1 ...`` -> ``actor_rollout_ref.rollout.n (group_size)=1 ...``."""
+    names = {path.split(".")[1]: key for path, key in VERL_KEYS.items()}
+    names["kl_coef"] = "actor_rollout_ref.actor.kl_loss_coef"
+    for name in sorted((f.name for f in fields(TrainerConfig)), key=len, reverse=True):
+        if name in names and name in message:
+            return message.replace(name, f"{names[name]} ({name})", 1)
+    for name in (f.name for f in fields(Schedule)):
+        if name in message:
+            return message.replace(name, f"{names[name]} ({name})", 1)
+    return message
+
+
 def trainer_config(config: DictConfig) -> TrainerConfig:
     """What the shared loop (:mod:`trainer.loop`) and its scheduler read, from the verl
     config: groups of ``rollout.n``, ``data.train_batch_size`` of them per update, the
-    ``webshop`` selection rules. The update itself follows verl's own keys."""
-    actor = config.actor_rollout_ref.actor
-    return TrainerConfig(
-        group_size=int(config.actor_rollout_ref.rollout.n),
-        batch_groups=int(config.data.train_batch_size),
-        max_staleness=int(config.webshop.max_staleness),
-        min_group_rollouts=int(config.webshop.min_group_rollouts),
-        sample_mode=str(config.webshop.sample_mode),
-        adv_estimator=str(config.algorithm.adv_estimator),
-        kl_coef=float(actor.kl_loss_coef) if actor.use_kl_loss else 0.0,
-        entropy_coef=float(actor.entropy_coeff),
-        seed=int(config.data.get("seed") or 0),
-    )
+    ``webshop`` selection rules, the return's ``step_discount``. The update itself follows
+    verl's own keys."""
+    return run_config(config).algorithm
 
 
 def loop_options(config: DictConfig) -> LoopOptions:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,19 +195,23 @@ class WebShopPPOTrainer(RayPPOTrainer):
         logger.info("workers are sent to %s (vLLM servers %s)", self.base_url, addresses)
 
     # --- one step ------------------------------------------------------------------------
-    def _batch(self, records: Sequence[RolloutRecord]) -> tuple[DataProto | None, dict]:
+    def _batch(
+        self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
+    ) -> tuple[DataProto | None, dict]:
         """The ``DataProto`` of the selected groups (the replaced generation); None when no
         sample fits.
 
         Over-long samples are dropped one by one (``batch/dropped_overlong``); the batch is
         padded to a multiple of verl's mini-batch (``batch/padding_rows``); advantages are
-        computed over rollouts, each turn-sample carrying its rollout's.
+        computed over rollouts from the loop's ``returns`` (rollout id -> discounted
+        return, :func:`trainer.loop.episode_returns`), each turn-sample carrying its
+        rollout's; the return is also the sample's score (``rm_scores``).
         """
         if not records:
             return None, {}
         rollout = self.config.actor_rollout_ref.rollout
         n = int(rollout.n)
-        rewards = {r.rollout_id: r.reward for r in records}
+        rewards = {r.rollout_id: float(returns[r.rollout_id]) for r in records}
         max_tokens = int(self.config.data.max_prompt_length + self.config.data.max_response_length)
         samples, stats = build_samples(records, rewards, str(self.shop.sample_mode), max_tokens)
         if any(s.constraints for s in samples):
@@ -353,8 +357,10 @@ class VerlBackend:
         self.trainer = trainer
         self.pauses_serving = trainer.shop.mode == "colocated"
 
-    def prepare(self, records: Sequence[RolloutRecord]) -> tuple[DataProto | None, dict]:
-        return self.trainer._batch(records)
+    def prepare(
+        self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
+    ) -> tuple[DataProto | None, dict]:
+        return self.trainer._batch(records, returns)
 
     def update(self, batch: DataProto, step: int, version: int) -> dict[str, float]:
         self.trainer.global_steps = step

@@ -127,3 +127,19 @@ compose-test: setup  ## build and run the Compose stack for real and check it (D
 
 clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
 	$(COMPOSE) $(PROFILES) down -v --remove-orphans
+
+# --- the offline GPU host (docs/operations.md, "Training on an offline GPU host") ---------
+.PHONY: gpu-lock gpu-kit gpu-kit-check
+GPU_HOST ?= docker/gpu/host-cuda.txt
+GPU_KIT_POLICY ?= $(or $(WSRL_DATA_DIR),.wsrl)/policy/tiny-0
+
+gpu-lock: setup  ## re-resolve docker/gpu/lock-cp312-cu130.txt (the GPU stack, hashed) with uv
+	$(PY) -m pip install -q "uv>=0.9"
+	$(PY) docker/gpu/kit.py lock --host $(GPU_HOST) --uv $(VENV)/bin/uv
+
+gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 60 MiB, manifest.json)
+	test -f $(GPU_KIT_POLICY)/config.json || $(WSRL) policy bootstrap --out $(GPU_KIT_POLICY) --episodes 40 --epochs 2
+	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY)
+
+gpu-kit-check: gpu-kit  ## CI's rehearsal: the pieces install under Python 3.12 and import
+	$(PY) docker/gpu/kit.py rehearse --host $(GPU_HOST) --python $$(command -v python3.12 || echo $$HOME/.pyenv/versions/3.12.1/bin/python3.12)

@@ -46,15 +46,26 @@ PIECE_MIB = 60
 KIT_NAME = "wsrl-gpu-kit"
 # pip download's view of the target: CPython 3.12 on glibc x86-64.
 PLATFORM_ARGS = [
-    "--python-version", "3.12", "--implementation", "cp",
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
     *[a for glibc in range(39, 4, -1) for a in ("--platform", f"manylinux_2_{glibc}_x86_64")],
-    "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--platform",
+    "manylinux1_x86_64",
 ]
 # The target's interpreter, as packaging's markers see it.
 TARGET_MARKERS = {
-    "python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
-    "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-    "implementation_name": "cpython", "platform_python_implementation": "CPython",
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
 }
 
 
@@ -151,13 +162,28 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
                 hashes = " ".join(f"--hash=sha256:{h}" for h in pkg.hashes)
                 req.write(f"{pkg.name}=={pkg.version} {hashes}\n")
         try:
-            return subprocess.run(
-                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes",
-                 "--disable-pip-version-check", *PLATFORM_ARGS,
-                 "--only-binary=:all:" if binary else "--no-binary=:all:",
-                 "-d", str(cache), "-r", req.name],
-                stderr=subprocess.DEVNULL if len(pkgs) > 1 else None,
-            ).returncode == 0
+            return (
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "-q",
+                        "--no-deps",
+                        "--require-hashes",
+                        "--disable-pip-version-check",
+                        *PLATFORM_ARGS,
+                        "--only-binary=:all:" if binary else "--no-binary=:all:",
+                        "-d",
+                        str(cache),
+                        "-r",
+                        req.name,
+                    ],
+                    stderr=subprocess.DEVNULL if len(pkgs) > 1 else None,
+                ).returncode
+                == 0
+            )
         finally:
             os.unlink(req.name)
 
@@ -181,9 +207,11 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
         if pkg is None or pkg.name in wheels or sha256(sdist) not in pkg.hashes:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp,
-                            str(sdist)], check=True,
-                           env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000"})
+            subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, str(sdist)],
+                check=True,
+                env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000"},
+            )
             (built,) = Path(tmp).glob("*.whl")
             if not built.name.endswith("-py3-none-any.whl"):
                 raise SystemExit(f"{sdist.name} builds a platform wheel here: {built.name}")
@@ -199,8 +227,20 @@ def project_wheel(out: Path) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-             "-w", tmp, str(ROOT)], check=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                tmp,
+                str(ROOT),
+            ],
+            check=True,
+            env=env,
         )
         (built,) = Path(tmp).glob("webshop_rl-*.whl")
         out.mkdir(parents=True, exist_ok=True)
@@ -217,7 +257,7 @@ def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
         tar.addfile(info)
 
 
-def pack(files: list[tuple[Path, str]], out: Path, piece_mib: int) -> list[dict]:
+def pack(files: list[tuple[Path, str]], out: Path, piece_mib: float) -> list[dict]:
     """One uncompressed tar of ``files`` (fixed order and metadata), cut into pieces."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(f"{KIT_NAME}.tar.*"):
@@ -226,14 +266,19 @@ def pack(files: list[tuple[Path, str]], out: Path, piece_mib: int) -> list[dict]
     with tarfile.open(tar_path, "w", format=tarfile.GNU_FORMAT) as tar:
         for path, arcname in sorted(files, key=lambda f: f[1]):
             _add(tar, path, arcname)
-    size = piece_mib * 1024 * 1024
+    size = int(piece_mib * 1024 * 1024)
     pieces = []
     with tar_path.open("rb") as f:
         for index, chunk in enumerate(iter(lambda: f.read(size), b"")):
             piece = out / f"{KIT_NAME}.tar.{index:03d}"
             piece.write_bytes(chunk)
-            pieces.append({"file": piece.name, "bytes": len(chunk),
-                           "sha256": hashlib.sha256(chunk).hexdigest()})
+            pieces.append(
+                {
+                    "file": piece.name,
+                    "bytes": len(chunk),
+                    "sha256": hashlib.sha256(chunk).hexdigest(),
+                }
+            )
     tar_path.unlink()
     return pieces
 
@@ -246,6 +291,8 @@ def policy_files(policy: Path) -> list[tuple[Path, str]]:
 
 
 def build(args: argparse.Namespace) -> None:
+    if not 0 < args.piece_mib <= PIECE_MIB:
+        raise SystemExit(f"--piece-mib must be in (0, {PIECE_MIB}]")
     lock, host, omit = read_lock(args.lock), read_host(args.host), read_omit(args.omit)
     decided = plan(lock, host, omit)
     wheels = download(decided.carried, args.cache)
@@ -262,14 +309,31 @@ def build(args: argparse.Namespace) -> None:
         "host_sha256": sha256(args.host),
         "target": "CPython 3.12, Linux x86-64 (glibc), CUDA 13",
         "carried": [
-            {"name": n, "version": lock[n].version, "file": p.name,
-             "bytes": p.stat().st_size, "sha256": sha256(p),
-             "why": ("the host lacks it" if n not in host
-                     else f"the host has {host[n]}, the lock wants {lock[n].version}")
-             + ("" if sha256(p) in lock[n].hashes else "; built here from its source")}
+            {
+                "name": n,
+                "version": lock[n].version,
+                "file": p.name,
+                "bytes": p.stat().st_size,
+                "sha256": sha256(p),
+                "why": (
+                    "the host lacks it"
+                    if n not in host
+                    else f"the host has {host[n]}, the lock wants {lock[n].version}"
+                )
+                + ("" if sha256(p) in lock[n].hashes else "; built here from its source"),
+            }
             for n, p in sorted(wheels.items())
-        ] + [{"name": "webshop-rl", "version": ours.name.split("-")[1], "file": ours.name,
-              "bytes": ours.stat().st_size, "sha256": sha256(ours), "why": "the project"}],
+        ]
+        + [
+            {
+                "name": "webshop-rl",
+                "version": ours.name.split("-")[1],
+                "file": ours.name,
+                "bytes": ours.stat().st_size,
+                "sha256": sha256(ours),
+                "why": "the project",
+            }
+        ],
         "from_host": decided.host,
         "omitted": decided.omitted,
         "policy": "policy/tiny-0" if args.policy else None,
@@ -282,9 +346,11 @@ def build(args: argparse.Namespace) -> None:
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     shutil.rmtree(args.out / "build")
     total = sum(p["bytes"] for p in manifest["pieces"])
-    print(f"{args.out}: {len(manifest['pieces'])} pieces, {total / 2**20:.0f} MiB; "
-          f"{len(wheels) + 1} wheels carried, {len(decided.host)} from the host, "
-          f"{len(decided.omitted)} left out (manifest.json says why)")
+    print(
+        f"{args.out}: {len(manifest['pieces'])} pieces, {total / 2**20:.0f} MiB; "
+        f"{len(wheels) + 1} wheels carried, {len(decided.host)} from the host, "
+        f"{len(decided.omitted)} left out (manifest.json says why)"
+    )
 
 
 def unpack(pieces_dir: Path, into: Path) -> dict:
@@ -313,8 +379,20 @@ def pip_install(python: str, wheels: Path | dict[str, Path], target: Path) -> No
     files = wheels.values() if isinstance(wheels, dict) else wheels.glob("*.whl")
     target.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-         "--disable-pip-version-check", "--target", str(target), *sorted(map(str, files))],
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            *sorted(map(str, files)),
+        ],
         check=True,
     )
 
@@ -326,8 +404,9 @@ STANDIN_SKIP = re.compile(
 )
 
 
-def check_requirements(site: Path, host: dict[str, str | None], omit: dict[str, str],
-                       roots: list[str]) -> list[str]:
+def check_requirements(
+    site: Path, host: dict[str, str | None], omit: dict[str, str], roots: list[str]
+) -> list[str]:
     """What the installed kit, laid over the host's set, fails to satisfy.
 
     Walks the requirements from ``roots`` (extras followed) through the kit's
@@ -367,8 +446,9 @@ def check_requirements(site: Path, host: dict[str, str | None], omit: dict[str, 
                 if version is None:
                     continue
             else:
-                problems.append(f"{name} (wanted by {by}: {req}) is in neither the kit nor "
-                                 "the host's set")
+                problems.append(
+                    f"{name} (wanted by {by}: {req}) is in neither the kit nor the host's set"
+                )
                 continue
             if req.specifier and not req.specifier.contains(Version(version), prereleases=True):
                 problems.append(f"{name} {version} does not satisfy {by}'s {req}")
@@ -382,8 +462,10 @@ def check_requirements(site: Path, host: dict[str, str | None], omit: dict[str, 
 
 def roots_of_lock() -> list[str]:
     """What the lock was compiled for: requirements.in and the project's extras."""
-    roots = [line.split("#", 1)[0].strip() for line in (HERE / "requirements.in").read_text()
-             .splitlines()]
+    roots = [
+        line.split("#", 1)[0].strip()
+        for line in (HERE / "requirements.in").read_text().splitlines()
+    ]
     return [r for r in roots if r] + ["webshop-rl[embedded,verl,export]"]
 
 
@@ -396,8 +478,9 @@ def rehearse(args: argparse.Namespace) -> None:
         work = Path(tmp)
         manifest = unpack(args.out, work / "kit")
         pip_install(python, work / "kit" / "wheels", work / "site")
-        problems = check_requirements(work / "site", read_host(args.host), read_omit(args.omit),
-                                      roots_of_lock())
+        problems = check_requirements(
+            work / "site", read_host(args.host), read_omit(args.omit), roots_of_lock()
+        )
         if problems:
             raise SystemExit("requirements not met:\n  " + "\n  ".join(problems))
         # The host's set, stood in for by the lock's versions of it, less the CUDA stack
@@ -405,49 +488,87 @@ def rehearse(args: argparse.Namespace) -> None:
         decided = plan(read_lock(args.lock), read_host(args.host), read_omit(args.omit))
         standin = [read_lock(args.lock)[n] for n in decided.host if not STANDIN_SKIP.match(n)]
         pip_install(python, download(standin, args.cache), work / "host")
-        env = {**os.environ, "PYTHONNOUSERSITE": "1",
-               "PYTHONPATH": f"{work / 'site'}:{work / 'host'}"}
-        subprocess.run([python, "-c", "import ray, hydra, trainer.backends.verl.config, app.cli; "
-                        "print('imported: ray', ray.__version__, '+ the verl backend config')"],
-                       check=True, env=env, cwd=tmp)
+        env = {
+            **os.environ,
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONPATH": f"{work / 'site'}:{work / 'host'}",
+        }
+        subprocess.run(
+            [
+                python,
+                "-c",
+                "import ray, hydra, trainer.backends.verl.config, app.cli; "
+                "print('imported: ray', ray.__version__, '+ the verl backend config')",
+            ],
+            check=True,
+            env=env,
+            cwd=tmp,
+        )
         missing = import_graph_gaps(work / "site", read_host(args.host), manifest)
         if missing:
-            raise SystemExit("module-level imports that resolve to nothing on the host:\n  "
-                             + "\n  ".join(missing))
+            raise SystemExit(
+                "module-level imports that resolve to nothing on the host:\n  "
+                + "\n  ".join(missing)
+            )
     print("rehearsal passed: pieces, install, requirements, imports")
 
 
 # Import names of host packages whose module is not their distribution's name.
 HOST_MODULES = {
-    "pyyaml": "yaml", "pillow": "PIL", "opencv-python-headless": "cv2", "protobuf": "google",
-    "scikit-learn": "sklearn", "scikit-image": "skimage", "python-dateutil": "dateutil",
-    "nvidia-ml-py": "pynvml", "typing-extensions": "typing_extensions", "py-cpuinfo": "cpuinfo",
-    "cupy-cuda13x": "cupy", "huggingface-hub": "huggingface_hub", "markdown-it-py": "markdown_it",
+    "pyyaml": "yaml",
+    "pillow": "PIL",
+    "opencv-python-headless": "cv2",
+    "protobuf": "google",
+    "scikit-learn": "sklearn",
+    "scikit-image": "skimage",
+    "python-dateutil": "dateutil",
+    "nvidia-ml-py": "pynvml",
+    "typing-extensions": "typing_extensions",
+    "py-cpuinfo": "cpuinfo",
+    "cupy-cuda13x": "cupy",
+    "huggingface-hub": "huggingface_hub",
+    "markdown-it-py": "markdown_it",
 }
 # The entry points the first run imports on the host, by the processes that import them.
 ENTRY_MODULES = [
     # the trainer and what it starts through Ray
-    "app.cli", "trainer.backends.verl.entry", "trainer.backends.verl.trainer",
-    "verl.trainer.main_ppo", "verl.trainer.main_ppo_v0", "verl.trainer.ppo.ray_trainer",
-    "verl.workers.engine_workers", "verl.checkpoint_engine", "verl.workers.rollout.llm_server",
+    "app.cli",
+    "trainer.backends.verl.entry",
+    "trainer.backends.verl.trainer",
+    "verl.trainer.main_ppo",
+    "verl.trainer.main_ppo_v0",
+    "verl.trainer.ppo.ray_trainer",
+    "verl.workers.engine_workers",
+    "verl.checkpoint_engine",
+    "verl.workers.rollout.llm_server",
     "verl.workers.rollout.vllm_rollout.vllm_async_server",
     # vLLM's server, engine and worker on a Qwen2 model with FLASH_ATTN
-    "vllm.entrypoints.openai.api_server", "vllm.v1.engine.core", "vllm.v1.worker.gpu_worker",
-    "vllm.v1.worker.gpu_model_runner", "vllm.v1.attention.backends.flash_attn",
+    "vllm.entrypoints.openai.api_server",
+    "vllm.v1.engine.core",
+    "vllm.v1.worker.gpu_worker",
+    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.attention.backends.flash_attn",
     "vllm.model_executor.models.qwen2",
     # the rest of the pipeline on the same host
-    "workers.celery_app", "app.api.main", "app.webshop.server",
+    "workers.celery_app",
+    "app.api.main",
+    "app.webshop.server",
 ]
 
 
-def import_graph_gaps(site: Path, host: dict[str, str | None], manifest: dict) -> list[str]:
+def import_graph_gaps(
+    site: Path, host: dict[str, str | None], manifest: dict, entries: list[str] = ENTRY_MODULES
+) -> list[str]:
     """Module-level imports reachable from ENTRY_MODULES that resolve neither in the kit
     nor to a host package. Imports inside functions, ``try`` blocks and
     ``if TYPE_CHECKING`` are not followed (they are optional or lazy by construction)."""
     import ast
 
-    host_tops = {HOST_MODULES.get(n, n.replace("-", "_")) for n in host} | set(
-        sys.stdlib_module_names) | {"__future__"}
+    host_tops = (
+        {HOST_MODULES.get(n, n.replace("-", "_")) for n in host}
+        | set(sys.stdlib_module_names)
+        | {"__future__"}
+    )
     omitted = {HOST_MODULES.get(n, n.replace("-", "_")): n for n in manifest["omitted"]}
 
     def source(module: str) -> Path | None:
@@ -464,7 +585,7 @@ def import_graph_gaps(site: Path, host: dict[str, str | None], manifest: dict) -
 
     gaps: set[str] = set()
     seen: set[str] = set()
-    todo = [m for m in ENTRY_MODULES]
+    todo = list(entries)
     while todo:
         module = todo.pop()
         if module in seen:
@@ -499,34 +620,118 @@ def import_graph_gaps(site: Path, host: dict[str, str | None], manifest: dict) -
     return sorted(gaps)
 
 
+def lock(args: argparse.Namespace) -> None:
+    """Re-resolve the lock with uv, preferring the host's versions, then the lock's own (so
+    an unchanged input gives an unchanged lock)."""
+    host = {n: v for n, v in read_host(args.host).items() if v}
+    prefer = [f"{n}=={v}" for n, v in sorted(host.items())]
+    prefer += [
+        f"{p.name}=={p.version}" for p in read_lock(args.lock).values() if p.name not in host
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "lock.txt"
+        out.write_text("\n".join(prefer) + "\n")  # uv prefers an output file's pins
+        subprocess.run(
+            [
+                args.uv,
+                "pip",
+                "compile",
+                "requirements.in",
+                "../../pyproject.toml",
+                "--extra",
+                "embedded",
+                "--extra",
+                "verl",
+                "--extra",
+                "export",
+                "--python-version",
+                "3.12",
+                "--python-platform",
+                "x86_64-manylinux_2_28",
+                "--generate-hashes",
+                "--no-header",
+                "--quiet",
+                "-o",
+                str(out),
+            ],
+            check=True,
+            cwd=HERE,
+        )
+        header = (
+            "# The GPU stack, resolved by `make gpu-lock` (docker/gpu/kit.py lock) from\n"
+            "# requirements.in and pyproject.toml for CPython 3.12 on Linux x86-64.\n"
+        )
+        args.lock.write_text(header + out.read_text())
+
+
+def requirements(args: argparse.Namespace) -> None:
+    """The lock as pip reads it (``--require-hashes``), less the packages named ``--without``
+    (the trainer image adds flash-attn from its prebuilt wheel)."""
+    without = {canonical(n) for n in args.without}
+    for pkg in read_lock(args.lock).values():
+        if pkg.name not in without:
+            hashes = " ".join(f"--hash=sha256:{h}" for h in pkg.hashes)
+            print(f"{pkg.name}=={pkg.version} {hashes}")
+
+
 def install(args: argparse.Namespace) -> None:
     """On the host: pieces -> wheels -> ``--target`` site, then the requirements check."""
     manifest = unpack(args.out, args.unpack)
     pip_install(sys.executable, args.unpack / "wheels", args.target)
-    print(f"installed {len(manifest['carried'])} wheels into {args.target}; "
-          f"export PYTHONPATH={args.target}")
+    print(
+        f"installed {len(manifest['carried'])} wheels into {args.target}; "
+        f"export PYTHONPATH={args.target}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["build", "rehearse", "install"])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-kit",
-                        help="where the pieces and manifest.json are (default build/gpu-kit)")
+    parser.add_argument("command", choices=["build", "rehearse", "install", "lock", "requirements"])
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "build" / "gpu-kit",
+        help="where the pieces and manifest.json are (default build/gpu-kit)",
+    )
     parser.add_argument("--lock", type=Path, default=LOCK)
-    parser.add_argument("--host", type=Path, default=HOST,
-                        help="the target host's package set (default host-cuda.txt)")
+    parser.add_argument(
+        "--host",
+        type=Path,
+        default=HOST,
+        help="the target host's package set (default host-cuda.txt)",
+    )
     parser.add_argument("--omit", type=Path, default=OMIT)
-    parser.add_argument("--cache", type=Path,
-                        default=Path.home() / ".cache" / "webshop-rl" / "gpu-wheels",
-                        help="downloaded wheels, kept between builds")
-    parser.add_argument("--piece-mib", type=int, default=PIECE_MIB)
-    parser.add_argument("--policy", type=Path, default=None,
-                        help="a tiny policy checkpoint folder to carry (build)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache" / "webshop-rl" / "gpu-wheels",
+        help="downloaded wheels, kept between builds",
+    )
+    parser.add_argument(
+        "--piece-mib",
+        type=float,
+        default=PIECE_MIB,
+        help=f"piece size, at most {PIECE_MIB} MiB (what one call carries)",
+    )
+    parser.add_argument(
+        "--policy", type=Path, default=None, help="a tiny policy checkpoint folder to carry (build)"
+    )
     parser.add_argument("--python", default=None, help="Python 3.12 to rehearse with")
     parser.add_argument("--unpack", type=Path, default=Path("/tmp/wsrl-kit"))
     parser.add_argument("--target", type=Path, default=Path("/tmp/wsrl-site"))
+    parser.add_argument("--uv", default="uv", help="the uv that resolves the lock (lock)")
+    parser.add_argument(
+        "--without", action="append", default=[], help="a package to leave out (requirements)"
+    )
     args = parser.parse_args(argv)
-    {"build": build, "rehearse": rehearse, "install": install}[args.command](args)
+    commands = {
+        "build": build,
+        "rehearse": rehearse,
+        "install": install,
+        "lock": lock,
+        "requirements": requirements,
+    }
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -49,13 +49,15 @@ run() {
   : > "$OUT/report.md"
   local t0=$SECONDS
   receive
-  stamp "host: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
-  stamp "python: $($PY --version), torch $($PY -c 'import torch; print(torch.__version__)')"
+  stamp "host: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
+  stamp "python: $($PY --version), torch $($PY -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)"
 
   $PY docker/gpu/kit.py install --out "$PIECES" --target "$SITE" --unpack /tmp/wsrl-kit \
     > "$LOGS/install.log" 2>&1 || { stamp "FAILED: install"; tail_logs; exit 1; }
   stamp "installed in $((SECONDS - t0)) s"
-  export PYTHONPATH=$SITE PATH=$SITE/bin:$PATH WSRL_DATA_DIR=$DATA PYTHONUNBUFFERED=1
+  # HOST_SITE: more of the host's packages on the path (a CPU rehearsal's stand-in for them)
+  export PYTHONPATH=$SITE${HOST_SITE:+:$HOST_SITE} PATH=$SITE/bin:$PATH WSRL_DATA_DIR=$DATA
+  export PYTHONUNBUFFERED=1
   # The tiny policy's agent protocol (what it was bootstrapped on).
   export WSRL_AGENT_MODE=text WSRL_AGENT_HISTORY_STEPS=1 WSRL_AGENT_CONSTRAIN_ACTIONS=false
   export VLLM_ATTENTION_BACKEND=FLASH_ATTN VLLM_USE_FLASHINFER_SAMPLER=0

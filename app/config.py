@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -102,6 +103,11 @@ class Settings(BaseSettings):
         None, description="Folder with items_shuffle.json etc.; unset = bundled catalog."
     )
     env_goals: str = Field("synthetic", description="Goal set: synthetic or human.")
+    noun_tagger: Literal["spacy", "rules"] = Field(
+        "spacy",
+        description="The reward's noun tagger: spacy (en_core_web_sm, the original's reward) "
+        "or rules (approximate, no model; rewards differ on about 1 % of purchases).",
+    )
 
     # --- rollouts ------------------------------------------------------------------------
     max_steps: int = Field(15, description="Steps before an episode ends with reward 0.")

@@ -4,7 +4,9 @@ Starts ``wsrl env serve`` as a separate process on a free port (the client never
 GIL with the server), then measures:
 
 1. start-up: seconds from launching the process to the first 200 from ``/health``
-   (first with the catalog cache as found, then again with it warm);
+   (first with the catalog cache as found, then again with it warm), and to the reward's
+   noun tagger ready (``/health``'s ``noun_tagger.state``: spaCy loads in the background;
+   ``WSRL_NOUN_TAGGER=rules`` for the rule tagger);
 2. latency: p50 / p99 of ``POST /sessions/{id}/step`` per action type, one keep-alive
    httpx client, episodes played one after the other;
 3. throughput: step requests per second with ``--concurrency`` sessions stepping at once
@@ -68,6 +70,17 @@ def start_server(args: argparse.Namespace, port: int) -> tuple[subprocess.Popen,
         time.sleep(0.02)
     proc.kill()
     raise RuntimeError("server did not become healthy in time")
+
+
+def tagger_ready(port: int, started: float, timeout_s: float = 120) -> tuple[str, float]:
+    """(tagger name, seconds from ``started`` until ``/health`` says it is ready)."""
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        tagger = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["noun_tagger"]
+        if tagger["state"] != "loading":
+            return tagger["name"], time.perf_counter() - started
+        time.sleep(0.02)
+    raise RuntimeError("the noun tagger did not load in time")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -207,9 +220,12 @@ def main() -> None:
     proc, first = start_server(args, port)
     stop(proc)
     port = free_port()
+    launched = time.perf_counter()
     proc, warm = start_server(args, port)
+    tagger, ready = tagger_ready(port, launched)
     print(f"startup_to_healthy_first_s  {first:8.2f}   (catalog cache as found; cold if new)")
     print(f"startup_to_healthy_warm_s   {warm:8.2f}   (compiled catalog + index cached)")
+    print(f"startup_to_tagger_ready_s   {ready:8.2f}   (noun tagger {tagger}, warm cache)")
     url = f"http://127.0.0.1:{port}"
     try:
         timings = measure_latency(url, args.episodes)

@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--data", type=Path, default=None, help="original-format files")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / ".wsrl" / "bench-catalog")
-    parser.add_argument("--noun-tagger", default="auto", help="auto, spacy or rules")
+    parser.add_argument("--noun-tagger", default="spacy", help="spacy (default) or rules")
     args = parser.parse_args()
 
     from app.webshop.env import WebShopEnv

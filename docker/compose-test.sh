@@ -8,10 +8,16 @@
 #   COMPOSE_TEST_KEEP_IMAGES=1 ...          keep webshop-rl:slim / :trainer-cpu afterwards
 #   COMPOSE_TEST_PYTHON=/path/to/python     the host Python with this project's deps
 #                                           (default .venv/bin/python, what `make setup` makes)
+#   COMPOSE_TEST_WHEELS=/path               the folder of the local torch wheel (/opt/wheels)
 #
-# Checks, in order: healthchecks pass; migrations at Alembic's head; env server and API
-# answer; `wsrl eval` (host) on 20 test goals with the scripted oracle LLM (a service on
-# the project network) scores what `wsrl env baseline --agent oracle` scores; with
+# The last line says PASSED only when every step ran and passed; else FAILED with the step
+# it was in (also when a signal ended it: `timeout`'s TERM, Ctrl-C), and the exit status is
+# not 0.
+#
+# Checks, in order: healthchecks pass; migrations at Alembic's head; env server (with
+# spaCy's reward tagger) and API answer; `wsrl eval` (host) on 20 test goals with the
+# scripted oracle LLM (a service on the project network) scores what `wsrl env baseline
+# --agent oracle` scores; with
 # --scale worker=3 Flower lists three workers and all three play rollouts; `docker compose
 # restart worker` during an eval loses no rollout (each ends with one succeeded attempt);
 # `down` then `up` keeps the data; the dev profile's CPU trainer (torch without CUDA)
@@ -27,11 +33,26 @@ PROJECT=${COMPOSE_TEST_PROJECT:-wsrl-compose-test}
 TRAINER_RUN=$PROJECT-trainer-cpu-check  # the CPU trainer's container (check_trainer_cpu)
 BUDGET_S=${COMPOSE_TEST_BUDGET_S:-1500}
 PY=${COMPOSE_TEST_PYTHON:-$ROOT/.venv/bin/python}
+WHEELS=${COMPOSE_TEST_WHEELS:-/opt/wheels}  # where the local torch 2.13.0 CPU wheel is
 WORK=$(mktemp -d /tmp/wsrl-compose-test.XXXXXX)
 export DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0}  # the legacy builder needs no buildx plugin
 START=$(date +%s)
 
-log() { printf '[compose-test %4ss] %s\n' "$(($(date +%s) - START))" "$*" >&2; }
+# The step running now, named in the summary line when the run ends early. FINISHED is
+# set only after the last check and SIGNAL by the signal traps, so that a run ended from
+# outside (TERM from `timeout`, INT from Ctrl-C) never reads as a pass. bash runs a
+# signal's trap once the command in the foreground has returned: `timeout` and Ctrl-C
+# signal that command too, so the summary comes at once.
+STEP="starting"
+FINISHED=0
+SIGNAL=""
+step() { STEP=$1; }
+on_signal() { SIGNAL=$1; exit "$2"; }
+
+# fd 3: the script's own stderr. A trap runs under the redirections of the command it
+# interrupted (the build's `>"$WORK/build.txt" 2>&1`): the summary must not land there.
+exec 3>&2
+log() { printf '[compose-test %4ss] %s\n' "$(($(date +%s) - START))" "$*" >&3; }
 fail() { log "FAIL: $*"; exit 1; }
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 
@@ -100,6 +121,7 @@ compose() {
 cleanup() {
   local status=$?
   trap - EXIT
+  exec >&3 2>&3
   if [ "$status" -ne 0 ] && [ -s "$WORK/test.env" ]; then
     for f in "$WORK/compose.txt" "$WORK/host.txt"; do
       [ -s "$f" ] && { echo "--- tail of $(basename "$f")"; tail -n 20 "$f"; } >&2
@@ -116,7 +138,17 @@ cleanup() {
   fi
   rm -f docker/wheels/*.whl
   rm -rf "$WORK"
-  log "$([ "$status" -eq 0 ] && echo PASSED || echo "FAILED (status $status)") in $(($(date +%s) - START))s"
+  local took=$(($(date +%s) - START))
+  if [ -n "$SIGNAL" ]; then
+    log "FAILED (stopped by SIG$SIGNAL) in step '$STEP' after ${took}s"
+  elif [ "$status" -ne 0 ]; then
+    log "FAILED (status $status) in step '$STEP' after ${took}s"
+  elif [ "$FINISHED" != 1 ]; then
+    status=1
+    log "FAILED (ended before its last check) in step '$STEP' after ${took}s"
+  else
+    log "PASSED in ${took}s"
+  fi
   exit "$status"
 }
 
@@ -147,9 +179,13 @@ print(ScriptDirectory.from_config(Config('alembic.ini')).get_current_head())")
 }
 
 check_answers() {
-  curl -fsS "http://127.0.0.1:$ENV/health" >/dev/null || fail "env server does not answer"
+  local tagger
+  tagger=$(curl -fsS "http://127.0.0.1:$ENV/health" | "$PY" -c \
+    "import json, sys; t = json.load(sys.stdin)['noun_tagger']; print(t['name'], t['exact'])") \
+    || fail "env server does not answer"
+  [ "$tagger" = "spacy True" ] || fail "env server's reward tagger: '$tagger', expected spaCy's"
   curl -fsS "http://127.0.0.1:$API/health" >/dev/null || fail "API does not answer"
-  log "env server and API answer on loopback"
+  log "env server (reward tagger: spaCy's, the original's) and API answer on loopback"
 }
 
 # score=... success=...% from the last line of `wsrl env baseline` / `wsrl eval`
@@ -297,24 +333,28 @@ sys.exit(not (e['version'] == $after and e['base_url'] == 'http://trainer-cpu:81
 main() {
   [ -x "$PY" ] || fail "no host Python at $PY (run make setup, or set COMPOSE_TEST_PYTHON)"
   trap cleanup EXIT
-  ensure_docker
-  write_env
-  cp /opt/wheels/torch-2.13.0+cpu-*.whl docker/wheels/ 2>/dev/null \
-    || fail "no local torch 2.13.0 CPU wheel in /opt/wheels (or set TORCH_INDEX_URL)"
-  log "building images"
+  trap 'on_signal TERM 143' TERM
+  trap 'on_signal INT 130' INT
+  trap 'on_signal HUP 129' HUP
+  step docker; ensure_docker
+  step "local base images"; write_env
+  cp "$WHEELS"/torch-2.13.0+cpu-*.whl docker/wheels/ 2>/dev/null \
+    || fail "no local torch 2.13.0 CPU wheel in $WHEELS (or set TORCH_INDEX_URL)"
+  step build; log "building images"
   local t=$SECONDS
   # One build per image: services sharing webshop-rl:slim would each build it again.
   compose --profile dev build webshop trainer-cpu >"$WORK/build.txt" 2>&1 || { tail -30 "$WORK/build.txt" >&2; fail "build"; }
   log "images built in $((SECONDS - t))s: $(docker image ls webshop-rl --format '{{.Tag}}={{.Size}}' | tr '\n' ' ')"
-  up_and_wait
+  step up; up_and_wait
   log "all services healthy"
-  check_migrations
-  check_answers
-  check_eval
-  check_scale
-  check_restart
-  check_down_up
-  check_trainer_cpu
+  step migrations; check_migrations
+  step answers; check_answers
+  step eval; check_eval
+  step scale; check_scale
+  step restart; check_restart
+  step "down/up"; check_down_up
+  step trainer-cpu; check_trainer_cpu
+  FINISHED=1
 }
 
 main "$@"

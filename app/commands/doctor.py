@@ -204,8 +204,8 @@ def service_checks(settings: Any, split: str) -> list[Check]:
 
     def env() -> str:
         with EnvClient(settings.env_url, timeout_s=5.0) as client:
-            health = client.health()
-        return f"{settings.env_url}: {health.get('goals')} goals"
+            health = client.health()  # 503 (an error here) when its tagger failed to load
+        return f"{settings.env_url}: {health.get('goals')} goals, {_tagger_text(health)}"
 
     return [
         _check(
@@ -231,6 +231,19 @@ def service_checks(settings: Any, split: str) -> list[Check]:
             "the env server (the trainer does too on its first request)",
         ),
     ]
+
+
+def _tagger_text(health: dict[str, Any]) -> str:
+    """The reward's noun tagger as the env server's ``/health`` names it."""
+    tagger = health.get("noun_tagger")
+    if not isinstance(tagger, dict):
+        return "reward noun tagger not reported (an env server older than this wsrl)"
+    if tagger.get("exact"):
+        return f"reward noun tagger {tagger.get('name')} (the original's; {tagger.get('state')})"
+    return (
+        f"reward noun tagger {tagger.get('name')} (approximate, chosen with "
+        "WSRL_NOUN_TAGGER: rewards differ from the original's on about 1 % of purchases)"
+    )
 
 
 def settings_check(settings: Any, config: Any, config_name: str) -> Check:

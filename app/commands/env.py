@@ -63,6 +63,7 @@ def baseline(
         data_dir=data or settings.env_data,
         goals=goal_kind,
         cache_dir=settings.data_dir / "catalog",
+        noun_tagger=settings.noun_tagger,
     )
     ids = env.goal_ids(split)[:limit] if limit else env.goal_ids(split)
     if not ids:

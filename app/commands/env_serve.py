@@ -47,6 +47,7 @@ def serve(
     """
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
+    from app.webshop.nouns import TaggerUnavailableError
     from app.webshop.server.app import create_app
     from app.webshop.server.runner import serve as run_server
 
@@ -58,19 +59,25 @@ def serve(
         raise typer.BadParameter("give --data or --products, not both")
     data_dir = None if products is not None else (data or settings.env_data)
     started = time.perf_counter()
-    env = WebShopEnv.load(
-        data_dir=data_dir,
-        goals=goal_kind,
-        num_products=products,
-        cache_dir=settings.data_dir / "catalog",
-    )
+    try:
+        env = WebShopEnv.load(
+            data_dir=data_dir,
+            goals=goal_kind,
+            num_products=products,
+            cache_dir=settings.data_dir / "catalog",
+            noun_tagger=settings.noun_tagger,
+        )
+    except TaggerUnavailableError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(1) from exc
     logger.info(
-        "loaded %d products and %d %s goals from %s in %.2f s",
+        "loaded %d products and %d %s goals from %s in %.2f s; reward noun tagger: %s",
         env.num_products,
         len(env.goals),
         goal_kind,
         data_dir or f"the generated catalog ({products or 'default size'})",
         time.perf_counter() - started,
+        env.nouns.name if env.nouns.exact else f"{env.nouns.name} (approximate, chosen)",
     )
     app = create_app(
         env,

@@ -75,7 +75,10 @@ def bootstrap_command(
     )
     target = out or settings.data_dir / "policy" / f"tiny-{seed}"
     env = WebShopEnv.load(
-        settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
+        settings.env_data,
+        settings.env_goals,
+        cache_dir=settings.data_dir / "catalog",
+        noun_tagger=settings.noun_tagger,
     )
     with WorkProgress(console) as progress:
         manifest = bootstrap(env, target, config, force=force, progress=progress.update)
@@ -120,7 +123,10 @@ def eval_command(
 
     settings = get_settings()
     env = WebShopEnv.load(
-        settings.env_data, settings.env_goals, cache_dir=settings.data_dir / "catalog"
+        settings.env_data,
+        settings.env_goals,
+        cache_dir=settings.data_dir / "catalog",
+        noun_tagger=settings.noun_tagger,
     )
     constrain = settings.agent_constrain_actions if constrain_actions is None else constrain_actions
     temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))

@@ -75,6 +75,7 @@ def scripted_llm(
             goals=goals or settings.env_goals,
             num_products=products,
             cache_dir=settings.data_dir / "catalog",
+            noun_tagger=settings.noun_tagger,
         )
     app = create_app(
         policy,

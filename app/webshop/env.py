@@ -24,7 +24,7 @@ from pathlib import Path
 
 from app.webshop.goals import Goal, split_range
 from app.webshop.loader import Product
-from app.webshop.nouns import NounFn, get_noun_fn
+from app.webshop.nouns import DEFAULT_TAGGER, NounTagger, get_tagger
 from app.webshop.search import SearchIndex
 from app.webshop.session import Session, StepResult
 from app.webshop.store import GOAL_KINDS, CompiledCatalog, GoalList, compile_catalog
@@ -102,13 +102,15 @@ class WebShopEnv:
         catalog: CompiledCatalog,
         index: SearchIndex,
         goal_kind: str = "synthetic",
-        noun_tagger: str = "auto",
+        noun_tagger: str | NounTagger = DEFAULT_TAGGER,
     ) -> None:
         self.catalog = catalog
         self.index = index
         self.goal_kind = goal_kind
         self.goals: GoalList = catalog.goals(goal_kind)
-        self.nouns: NounFn = get_noun_fn(noun_tagger)
+        self.nouns: NounTagger = (
+            get_tagger(noun_tagger) if isinstance(noun_tagger, str) else noun_tagger
+        )
         self._cum_weights: list[float] | None = None
         self._product = lru_cache(maxsize=4096)(catalog.product)
 
@@ -119,7 +121,7 @@ class WebShopEnv:
         goals: str = "synthetic",
         num_products: int | None = None,
         cache_dir: Path | None = None,
-        noun_tagger: str = "auto",
+        noun_tagger: str = DEFAULT_TAGGER,
     ) -> WebShopEnv:
         """Loads the original-format files of ``data_dir`` (only their first
         ``num_products`` products when given, like the original's subset option), or,
@@ -128,9 +130,11 @@ class WebShopEnv:
 
         ``cache_dir`` (default ``.wsrl/catalog``) also holds the compiled catalogs and
         their search indexes (``compiled/<hash>/``), reused by every later load.
-        ``noun_tagger``: ``auto`` (spaCy when installed), ``spacy`` or ``rules``."""
+        ``noun_tagger``: the reward's, ``spacy`` (the original's, the default; an error
+        when not installed) or ``rules`` (approximate, model-free)."""
         if goals not in GOAL_KINDS:
             raise ValueError(f"Unknown goal set {goals!r}; expected one of {GOAL_KINDS}")
+        nouns = get_tagger(noun_tagger)  # an unknown or missing tagger fails before any work
         cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
         limit = num_products
         if data_dir is None:
@@ -139,7 +143,7 @@ class WebShopEnv:
         compiled = compile_catalog(Path(data_dir), cache_dir / "compiled", PRICE_SEED, limit)
         catalog = CompiledCatalog(compiled)
         index = SearchIndex.open_or_build(catalog.iter_products(), compiled / "index")
-        return cls(catalog, index, goals, noun_tagger)
+        return cls(catalog, index, goals, nouns)
 
     # --- catalog ---------------------------------------------------------------------------
     @property
@@ -173,12 +177,23 @@ class WebShopEnv:
         i = bisect.bisect_right(self._cum_weights, rng.random() * total)
         return self.goals[min(i, len(self.goals) - 1)]
 
-    def new_session(self, goal_index: int | None = None, seed: int | None = None) -> Session:
-        """A fresh episode on goal ``goal_index``, or on a weighted draw seeded by ``seed``."""
+    def goal_set(self, kind: str) -> GoalList:
+        """The catalog's goals of ``kind`` (``synthetic`` or ``human``), served or not;
+        :class:`FileNotFoundError` when the catalog has none of that kind."""
+        return self.goals if kind == self.goal_kind else self.catalog.goals(kind)
+
+    def new_session(
+        self, goal_index: int | None = None, seed: int | None = None, goal_set: str | None = None
+    ) -> Session:
+        """A fresh episode on goal ``goal_index``, or on a weighted draw seeded by ``seed``.
+
+        ``goal_set``: the set ``goal_index`` counts in (default: the served one)."""
+        goals = self.goals if goal_set is None else self.goal_set(goal_set)
         if goal_index is None:
             goal = self.sample_goal(random.Random(seed))
+            goals = self.goals
         else:
-            if not 0 <= goal_index < len(self.goals):
-                raise IndexError(f"goal {goal_index} out of range (0..{len(self.goals) - 1})")
-            goal = self.goals[goal_index]
-        return Session(self, goal, self.goals.product_index(goal.index))
+            if not 0 <= goal_index < len(goals):
+                raise IndexError(f"goal {goal_index} out of range (0..{len(goals) - 1})")
+            goal = goals[goal_index]
+        return Session(self, goal, goals.product_index(goal.index))

@@ -124,14 +124,17 @@ def compute_reward(
     goal: Goal, product: Product, chosen: Mapping[str, str], nouns: NounFn
 ) -> tuple[float, dict[str, Any]]:
     """(reward, parts). Parts say why: r_type and its three signals, r_att / r_option as
-    fractions (None when the goal has none), the counts, and r_price."""
+    fractions (None when the goal has none), the counts, r_price, and the weights of
+    attributes, options and price in the total (the original's ``w_att``, ``w_option``,
+    ``w_price``; ``w_option`` is None when the goal has no options)."""
     tm = type_match(goal, product, nouns)
     n_att = attribute_matches(goal, product)
     n_opt = option_matches(goal, chosen)
     r_price = 1.0 if product.price <= goal.price_upper else 0.0
     n_goal_att = len(goal.attributes)
     n_goal_opt = len(goal.goal_options)
-    total = (n_att + n_opt + r_price) / (n_goal_att + n_goal_opt + 1)
+    parts_count = n_goal_att + n_goal_opt + 1
+    total = (n_att + n_opt + r_price) / parts_count
     reward = total * tm.r_type
     parts = {
         "r_type": tm.r_type,
@@ -145,5 +148,8 @@ def compute_reward(
         "n_option": n_opt,
         "n_goal_att": n_goal_att,
         "n_goal_option": n_goal_opt,
+        "w_att": n_goal_att / parts_count,
+        "w_option": n_goal_opt / parts_count if n_goal_opt else None,
+        "w_price": 1 / parts_count,
     }
     return reward, parts

@@ -155,3 +155,24 @@ def test_wsrl_doctor_exits_1_and_prints_each_fix(monkeypatch: pytest.MonkeyPatch
     assert result.output.count("FAIL") == 4
     assert "fix: start it" in result.output
     assert "0 of 4 checks passed" in result.output
+
+
+@pytest.mark.parametrize("tagger", ["spacy", "rules"])
+def test_the_env_check_names_the_reward_tagger(
+    tmp_path: Path, test_settings: Settings, tagger: str
+) -> None:
+    from app.webshop.env import WebShopEnv
+    from app.webshop.server.app import create_app
+    from app.webshop.server.runner import serve_in_thread
+
+    env = WebShopEnv.load(num_products=40, cache_dir=tmp_path, noun_tagger=tagger)
+    with serve_in_thread(create_app(env)) as server:
+        settings = test_settings.model_copy(update={"env_url": server.url})
+        check = _by_name(service_checks(settings, "train"))["env server"]
+    assert check.ok, check.detail
+    if tagger == "spacy":
+        assert "reward noun tagger spacy (the original's;" in check.detail
+    else:
+        assert "reward noun tagger rules (approximate, chosen with WSRL_NOUN_TAGGER" in (
+            check.detail
+        )

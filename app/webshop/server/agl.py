@@ -4,11 +4,15 @@ That server speaks ``POST /reset {session_id?, instruction?, task_id?}``, ``POST
 {session_id, action}`` and ``GET /health``; bad bodies are 400 and errors carry
 ``"error"``. The goal of a reset:
 
-- ``goal_id`` (or a ``session_id`` that is an integer or a string of digits) is a goal
-  index; an unknown one is a 404;
-- else ``instruction`` picks the goal with that instruction text; the example sends its
-  own task instructions, so one that no goal has gets a weighted random goal with
-  ``info.instruction_matched`` false (true when it matched) rather than an error;
+- ``instruction`` picks the goal with that instruction text (case, spacing and the price
+  text ignored): a served goal, else one of the catalog's human goals (the
+  ``items_human_ins.json`` instructions that the example's ``generate_tasks.py`` turns
+  into tasks, also when the server serves synthetic goals); ``info.goal_set`` says which
+  set ``info.goal_id`` counts in. One that no goal has gets a weighted random goal with
+  ``info.instruction_matched`` false (true when it matched) rather than an error. With an
+  instruction, ``goal_id`` is ignored, as the example's server ignores it;
+- else ``goal_id`` (or a ``session_id`` that is an integer or a string of digits) is a
+  goal index of the served set; an unknown one is a 404;
 - else a weighted random goal, also when an existing session is reset (as the example's
   server draws a new goal for it).
 
@@ -36,7 +40,6 @@ from app.webshop.server.service import (
     SessionEntry,
     WebShopService,
 )
-from app.webshop.server.sessions import SessionError
 
 router = APIRouter(prefix="/agl", tags=["agent-lightning"])
 
@@ -53,10 +56,6 @@ class ResetBody(BaseModel):
 class StepBody(BaseModel):
     session_id: str = Field(min_length=1, validation_alias=_ID_ALIASES)
     action: str = Field(min_length=1, max_length=MAX_ACTION_CHARS)
-
-
-class BadRequestError(SessionError):
-    status = 400
 
 
 def _goal_index(session_id: int | str | None) -> int | None:
@@ -81,36 +80,40 @@ def _own_key(session_id: int | str | None) -> str | None:
 
 def _reset(
     service: WebShopService, body: ResetBody, client: str | None
-) -> tuple[SessionEntry, bool | None]:
-    """The started entry, and whether ``instruction`` matched a goal (None: not given)."""
-    digits = _goal_index(body.session_id)
-    goal_index = body.goal_id if body.goal_id is not None else digits
-    if goal_index is not None and body.instruction:
-        raise BadRequestError("give a goal index (goal_id) or an instruction, not both")
+) -> tuple[SessionEntry, str, bool | None]:
+    """The started entry, its goal set, and whether ``instruction`` matched a goal (None:
+    not given). An instruction decides the goal; ``goal_id`` is then ignored, as the
+    example's server ignores it."""
     goal: Goal | None = None
+    goal_set = service.env.goal_kind
     matched: bool | None = None
-    if goal_index is not None:
-        goal = service.goal(goal_index)
-    elif body.instruction:
+    if body.instruction:
         try:
-            goal = service.goal_by_instruction(body.instruction)
+            goal, goal_set = service.goal_by_instruction(body.instruction)
         except GoalNotFoundError:
             goal = None
         matched = goal is not None
+    else:
+        digits = _goal_index(body.session_id)
+        goal_index = body.goal_id if body.goal_id is not None else digits
+        if goal_index is not None:
+            goal = service.goal(goal_index)
     own = _own_key(body.session_id)
     key = _store_key(own) if own else KEY_PREFIX + uuid.uuid4().hex
-    return service.start(goal, key=key, client=client), matched
+    entry = service.start(goal, key=key, client=client, goal_set=goal_set if goal else None)
+    return entry, goal_set if goal else service.env.goal_kind, matched
 
 
 @router.post("/reset")
 async def reset(service: ServiceDep, client: ClientDep, body: ResetBody | None = None) -> Response:
     body = body or ResetBody()
-    entry, matched = _reset(service, body, client)
+    entry, goal_set, matched = _reset(service, body, client)
     own_key = _own_key(body.session_id) is not None
     with entry.lock:
         session = entry.session
         info: dict[str, Any] = {
             "goal_id": session.goal.index,
+            "goal_set": goal_set,
             "instruction": session.goal.instruction,
             "available_actions": session.available_actions(),
         }

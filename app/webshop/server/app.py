@@ -13,8 +13,10 @@ import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.webshop.env import WebShopEnv
+from app.webshop.nouns import NounTagger
 from app.webshop.server import agentgym, agl, native
 from app.webshop.server.auth import SessionToken
 from app.webshop.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
@@ -43,6 +45,26 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         sweeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sweeper
+
+
+class LoadTaggerAfterFirstAnswer:
+    """Starts loading the reward's noun tagger once the first request has been answered.
+
+    spaCy's model takes about 2 s of CPU to import and load; loaded beside the start-up it
+    would slow the first answer (the health check that says the server is up). Loaded
+    after it, start-up costs what it costs without spaCy, and the first purchase waits
+    for the model if it comes sooner."""
+
+    def __init__(self, app: ASGIApp, tagger: NounTagger) -> None:
+        self.app = app
+        self.tagger = tagger
+        self.pending = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+        if self.pending and scope["type"] == "http":
+            self.pending = False
+            self.tagger.start_loading()
 
 
 def create_app(
@@ -78,6 +100,7 @@ def create_app(
     app.include_router(native.router)
     app.include_router(agentgym.router)
     app.include_router(agl.router)
+    app.add_middleware(LoadTaggerAfterFirstAnswer, tagger=env.nouns)
     app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
     if token:
         app.add_middleware(SessionToken, token=token)  # outermost: refused before anything

@@ -149,14 +149,22 @@ async def get_goal(goal_id: int, service: ServiceDep) -> Response:
 async def health(service: ServiceDep) -> Response:
     """``status`` is ``saturated`` while the live sessions fill the cap (new sessions get
     429 until some are deleted or expire), else ``ok``; the answer is 200 either way, so a
-    container health check does not restart a busy server."""
+    container health check does not restart a busy server. ``noun_tagger`` names the
+    reward's tagger (``exact``: the original's spaCy model) and its ``state`` (``loading``,
+    ``ready``); one that ``failed`` to load makes the answer 503 with ``status: error``,
+    since no purchase could be scored."""
     live, cap = len(service.store), service.store.max_sessions
+    tagger = service.env.nouns
+    state = tagger.state()
+    failed = state.startswith("failed")
     return OrjsonResponse(
         {
-            "status": "saturated" if live >= cap else "ok",
+            "status": "error" if failed else "saturated" if live >= cap else "ok",
             "products": service.num_products,
             "goals": len(service.env.goals),
             "sessions": live,
             "max_sessions": cap,
-        }
+            "noun_tagger": {"name": tagger.name, "exact": tagger.exact, "state": state},
+        },
+        status_code=503 if failed else 200,
     )

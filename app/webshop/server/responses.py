@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import Send
 
+from app.webshop.nouns import TaggerUnavailableError
 from app.webshop.server.sessions import SessionError
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SessionError)
     async def _session_error(request: Request, exc: SessionError) -> Response:
         return error_response(request, exc.status, exc.message)
+
+    @app.exception_handler(TaggerUnavailableError)
+    async def _no_tagger(request: Request, exc: TaggerUnavailableError) -> Response:
+        # The reward cannot be computed as configured: no other tagger stands in.
+        return error_response(request, 503, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:

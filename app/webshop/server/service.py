@@ -7,6 +7,7 @@ JSON; everything that touches the env or the store happens here, once.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +69,7 @@ class WebShopService:
     def __init__(self, env: WebShopEnv, store: SessionStore) -> None:
         self.env = env
         self.store = store
-        self._instruction_index: dict[str, int] | None = None
+        self._instruction_index: tuple[dict[str, tuple[int, str]], ...] | None = None
         self._instruction_lock = threading.Lock()
 
     @property
@@ -93,21 +94,40 @@ class WebShopService:
             )
         return self.env.goals[ids[index]]
 
-    def goal_by_instruction(self, instruction: str) -> Goal:
-        """The goal whose instruction text is ``instruction`` (case and spacing ignored).
+    def goal_by_instruction(self, instruction: str) -> tuple[Goal, str]:
+        """``(goal, goal set)``: the goal whose instruction is ``instruction``, case, spacing
+        and the price text (``", and price lower than N dollars"``) ignored.
 
-        The index is built on first use: servers that never need it never pay for it.
+        The served goals come first, then the catalog's human goals (what the instruction
+        files of ``items_human_ins.json`` describe, which clients such as Agent Lightning's
+        WebShop recipe read their tasks from) when the server serves synthetic ones. The
+        index is built on first use: servers that never need it never pay for it.
         """
         with self._instruction_lock:
             if self._instruction_index is None:
-                index: dict[str, int] = {}
-                for goal in self.env.goals:
-                    index.setdefault(_normalise(goal.instruction), goal.index)
-                self._instruction_index = index
-        goal_id = self._instruction_index.get(_normalise(instruction))
-        if goal_id is None:
+                exact: dict[str, tuple[int, str]] = {}
+                priceless: dict[str, tuple[int, str]] = {}
+                for kind in self._instruction_sets():
+                    for goal in self.env.goal_set(kind):
+                        exact.setdefault(_normalise(goal.instruction), (goal.index, kind))
+                        priceless.setdefault(_without_price(goal.instruction), (goal.index, kind))
+                self._instruction_index = (exact, priceless)
+        exact, priceless = self._instruction_index
+        found = exact.get(_normalise(instruction)) or priceless.get(_without_price(instruction))
+        if found is None:
             raise GoalNotFoundError(f"no goal has the instruction {instruction[:200]!r}")
-        return self.env.goals[goal_id]
+        goal_id, kind = found
+        return self.env.goal_set(kind)[goal_id], kind
+
+    def _instruction_sets(self) -> list[str]:
+        kinds = [self.env.goal_kind]
+        if self.env.goal_kind != "human":
+            try:
+                self.env.goal_set("human")
+                kinds.append("human")
+            except FileNotFoundError:  # a catalog without items_human_ins.json
+                pass
+        return kinds
 
     def list_goals(self, split: str | None, offset: int, limit: int) -> tuple[int, list[Goal]]:
         """``(total, page)`` of the goals of ``split`` (all goals when None)."""
@@ -124,13 +144,17 @@ class WebShopService:
         seed: int | None = None,
         key: str | None = None,
         client: str | None = None,
+        goal_set: str | None = None,
     ) -> SessionEntry:
-        """A new episode on ``goal`` (weighted random when None), stored under ``key`` and
-        counted against ``client``'s share of the session cap."""
+        """A new episode on ``goal`` (weighted random when None; of ``goal_set`` when given,
+        else of the served goals), stored under ``key`` and counted against ``client``'s
+        share of the session cap."""
         if key is None and len(self.store) >= self.store.max_sessions:
             # Fail before paying for a session that the store would refuse anyway.
             self.store.sweep()
-        session = self.env.new_session(None if goal is None else goal.index, seed=seed)
+        session = self.env.new_session(
+            None if goal is None else goal.index, seed=seed, goal_set=goal_set
+        )
         return self.store.add(session, key=key, client=client)
 
     def step(self, key: str, action: str, *, with_actions: bool = False) -> Stepped:
@@ -177,6 +201,14 @@ class WebShopService:
 
 def _normalise(text: str) -> str:
     return " ".join(text.lower().split())
+
+
+_PRICE_TEXT = re.compile(r",? and price lower than [0-9.]+ dollars\.?$")
+
+
+def _without_price(text: str) -> str:
+    """The instruction without its price text (``items_human_ins.json`` has none)."""
+    return _PRICE_TEXT.sub("", _normalise(text)).rstrip()
 
 
 def _purchased_asin(result: StepResult) -> str | None:

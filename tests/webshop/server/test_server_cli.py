@@ -119,3 +119,52 @@ def test_env_serve_refuses_data_with_products(tmp_path: Path) -> None:
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "--data or --products, not both" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "health_tagger", "log_text"),
+    [
+        (None, {"name": "spacy", "exact": True}, "reward noun tagger: spacy"),
+        (
+            "rules",
+            {"name": "rules", "exact": False},
+            "reward noun tagger: rules (approximate, chosen)",
+        ),
+    ],
+    ids=["default", "rules-chosen"],
+)
+def test_env_serve_names_its_reward_tagger_in_health_and_log(
+    tmp_path: Path, setting: str | None, health_tagger: dict, log_text: str
+) -> None:
+    """The exact tagger by default (its model loads after the server answers); the rule
+    tagger only when WSRL_NOUN_TAGGER chooses it, and then said so."""
+    port, log = _free_port(), tmp_path / "serve.log"
+    env = {**os.environ, "WSRL_DATA_DIR": str(tmp_path / "state"), "WSRL_LOG_LEVEL": "INFO"}
+    env.pop("WSRL_NOUN_TAGGER", None)
+    if setting:
+        env["WSRL_NOUN_TAGGER"] = setting
+    cmd = [sys.executable, "-m", "app.cli", "env", "serve", "--port", str(port),
+           "--products", "40"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        health = _wait_healthy(url, proc, log)
+        assert {k: health["noun_tagger"][k] for k in ("name", "exact")} == health_tagger
+        deadline = time.monotonic() + 60
+        while health["noun_tagger"]["state"] == "loading" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            health = httpx.get(f"{url}/health").json()
+        assert health["noun_tagger"]["state"] == "ready"
+        assert log_text in log.read_text()
+    finally:
+        _stop(proc)
+
+
+def test_env_serve_refuses_an_unknown_tagger(tmp_path: Path) -> None:
+    env = {**os.environ, "WSRL_DATA_DIR": str(tmp_path / "state"), "WSRL_NOUN_TAGGER": "auto"}
+    cmd = [sys.executable, "-m", "app.cli", "env", "serve", "--products", "10"]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "noun_tagger" in result.stdout + result.stderr
+    assert not (tmp_path / "state" / "catalog").exists()

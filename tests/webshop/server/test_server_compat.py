@@ -162,8 +162,24 @@ def test_agl_reset_by_goal_id(client, webshop_env) -> None:
     assert r.json()["session_id"] == "mine-7"
     assert r.json()["info"]["goal_id"] == 7
     assert r.json()["info"]["instruction"] == webshop_env.goals[7].instruction
-    both = client.post("/agl/reset", json={"goal_id": 7, "instruction": "anything"})
-    assert both.status_code == 400
+
+
+def test_agl_reset_with_goal_id_and_instruction_follows_the_instruction(
+    client, webshop_env
+) -> None:
+    """The example's server ignores goal_id: the instruction decides, matched or not."""
+    instruction = webshop_env.goals[3].instruction
+    both = client.post("/agl/reset", json={"goal_id": 7, "instruction": instruction})
+    assert both.status_code == 200, both.text
+    info = both.json()["info"]
+    assert (info["goal_id"], info["goal_set"], info["instruction_matched"]) == (
+        3,
+        "synthetic",
+        True,
+    )
+    unknown = client.post("/agl/reset", json={"goal_id": 7, "instruction": "a unicorn"})
+    assert unknown.status_code == 200, unknown.text
+    assert unknown.json()["info"]["instruction_matched"] is False
 
 
 def test_agl_bad_bodies_400_with_error(client) -> None:

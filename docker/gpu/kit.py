@@ -156,7 +156,7 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
     """The carried wheels, from the cache or PyPI, each checked against the lock's hashes."""
     cache.mkdir(parents=True, exist_ok=True)
 
-    def fetch(pkgs: list[Locked], binary: bool) -> bool:
+    def fetch(pkgs: list[Locked], binary: bool | None) -> bool:
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
             for pkg in pkgs:
                 hashes = " ".join(f"--hash=sha256:{h}" for h in pkg.hashes)
@@ -174,7 +174,8 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
                         "--require-hashes",
                         "--disable-pip-version-check",
                         *PLATFORM_ARGS,
-                        "--only-binary=:all:" if binary else "--no-binary=:all:",
+                        {True: "--only-binary=:all:", False: "--no-binary=:all:",
+                  None: "--prefer-binary"}[binary],
                         "-d",
                         str(cache),
                         "-r",
@@ -187,9 +188,9 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
         finally:
             os.unlink(req.name)
 
-    # All wheels in one call; where that fails, one by one, and a source where a package
-    # publishes no wheel for the target.
-    if not fetch(carried, binary=True):
+    # All in one call, wheels where there are (a few pure-Python packages publish only their
+    # source); where that fails, one by one, to name the package that has neither.
+    if not fetch(carried, binary=None):
         for pkg in carried:
             if not fetch([pkg], binary=True) and not fetch([pkg], binary=False):
                 raise SystemExit(f"{pkg.name}=={pkg.version}: no wheel or source for the target")

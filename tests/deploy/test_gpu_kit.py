@@ -197,3 +197,25 @@ def test_module_level_imports_must_resolve_lazy_and_guarded_ones_need_not(
     assert kit.import_graph_gaps(site, host, manifest, ["engine"]) == [
         "engine.worker imports tilelang: tilelang is left out"
     ]
+
+
+def test_the_lock_covers_every_dependency_the_project_declares_for_the_gpu_host() -> None:
+    # A dependency added to pyproject.toml without `make gpu-lock` would be missing on the
+    # offline host (and in the trainer image): this fails first.
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra in ("embedded", "verl", "export"):
+        declared += project["optional-dependencies"][extra]
+    lock = kit.read_lock()
+    unmet = []
+    for line in declared:
+        req = Requirement(line)
+        pkg = lock.get(kit.canonical(req.name))
+        if pkg is None or not req.specifier.contains(Version(pkg.version), prereleases=True):
+            unmet.append(f"{req} (lock: {pkg.version if pkg else 'absent'})")
+    assert not unmet, f"run `make gpu-lock`: {unmet}"

@@ -50,7 +50,9 @@ class Settings(BaseSettings):
         "serve` and the workers read it); unset = open.",
     )
     api_url: str = Field("http://127.0.0.1:8000", description="Control-plane API.")
-    api_token: str = Field("dev-token", description="Bearer token for API writes.")
+    api_token: str = Field(
+        "dev-token", description="Bearer token for API writes and the web dashboard."
+    )
     flower_port: int = Field(5555, description="Port of Flower.")
     api_max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body the API reads (else 413)."

@@ -24,7 +24,6 @@ reads their usual variables (``WANDB_MODE=offline`` works without network,
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +33,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.core.intervals import wilson_interval
 from app.db.models import TrainStep
 from app.db.performance import evaluation_rounds
 from app.db.session import session_scope
@@ -79,16 +79,6 @@ def shared_names(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """verl's metrics with the shared ones (:data:`VERL_NAMES`) also under our names."""
     renamed = {ours: metrics[theirs] for theirs, ours in VERL_NAMES.items() if theirs in metrics}
     return {**metrics, **renamed}
-
-
-def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % Wilson score interval of a success rate (sound at 0 % and 100 %)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def round_metrics(row: Mapping[str, Any]) -> dict[str, float]:

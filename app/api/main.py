@@ -3,7 +3,8 @@
 Long-lived clients (database engine, Redis, the Celery app, the gateway's HTTP pool) are
 built in the lifespan, kept on ``app.state`` and closed on shutdown; importing this
 module connects to nothing. Reads are open; writes need ``Bearer $WSRL_API_TOKEN``
-(attached once per write router). OpenAPI docs are at ``/docs``.
+(attached once per write router). OpenAPI docs are at ``/docs``; the web dashboard
+(:mod:`app.api.dashboard`) at ``/dashboard``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 
 from app.api.body_limit import BodySizeLimit
+from app.api.dashboard import routes as dashboard
 from app.api.errors import NotFoundError
 from app.api.gateway_fast_path import GatewayFastPath
 from app.api.metrics import ApiMetrics, RequestMetricsMiddleware
@@ -57,6 +59,8 @@ def create_app(settings: Settings) -> FastAPI:
             connector=aiohttp.TCPConnector(limit=HTTP_POOL_SIZE, limit_per_host=HTTP_POOL_SIZE),
         )
         app.state.engine = engine
+        # The dashboard reads as the read-only role (connects on its first page).
+        app.state.dashboard_engine = dashboard.readonly_engine(settings)
         app.state.sessionmaker = sessions
         app.state.redis = sync_redis
         app.state.celery = create_celery(settings)
@@ -73,6 +77,7 @@ def create_app(settings: Settings) -> FastAPI:
             sync_redis.close()
             app.state.celery.close()
             engine.dispose()
+            app.state.dashboard_engine.dispose()
             await store.close()
 
     app = FastAPI(
@@ -93,6 +98,9 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.writes)
     for module in (rollouts, trajectories, policy, stats, health, metrics, gateway):
         app.include_router(module.router)
+    app.include_router(dashboard.router)
+    for page_error in dashboard.EXCEPTIONS:
+        app.add_exception_handler(page_error, dashboard.dashboard_error)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(DataError, _data_error)
     app.add_exception_handler(IllegalTransition, _illegal_transition)

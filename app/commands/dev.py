@@ -128,6 +128,7 @@ def dev(
     ] = 200,
 ) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
+    from app.api.dashboard import dashboard_url
     from app.config import get_settings
     from app.core.opening import parse_starts
     from app.supervisor import ChildFailed, Supervisor
@@ -172,6 +173,7 @@ def dev(
         out.print(
             f"[bold]webshop-rl dev[/bold] up in {time.monotonic() - started:.0f}s: "
             f"env {settings.env_url}, API {settings.api_url}/docs, "
+            f"dashboard {dashboard_url(settings.api_url)} (token WSRL_API_TOKEN), "
             f"Flower http://127.0.0.1:{settings.flower_port} (user wsrl); Ctrl-C stops everything"
         )
         pids = ", ".join(f"{c.name} {c.pid}" for c in supervisor.children)

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from app.api.dashboard import rollout_url
 from app.commands import fail
 
 console = Console()
@@ -82,12 +83,16 @@ def status(
             )
         console.print(table)
     if recent_rows:
-        table = Table(title=f"last {len(recent_rows)} finished rollouts")
-        for column in ("rollout", "mode", "goal", "status", "reward", "version"):
-            table.add_column(column)
+        # Lines, not a table: a rollout's URL stays whole for the terminal to link.
+        console.print(f"last {len(recent_rows)} finished rollouts (their dashboard pages):")
         for rollout_id, mode, goal, state, reward, version in recent_rows:
-            table.add_row(rollout_id, mode, str(goal), state, _num(reward), str(version))
-        console.print(table)
+            console.print(
+                f"  {rollout_url(settings.api_url, rollout_id)}  {mode} goal {goal} {state} "
+                f"reward {_num(reward)} v{version}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def show(
@@ -107,7 +112,8 @@ def show(
     except ValueError as exc:
         raise fail(f"not a rollout id (UUID): {rollout_id!r}") from exc
     try:
-        engine = make_engine(get_settings())
+        settings = get_settings()
+        engine = make_engine(settings)
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
     try:
@@ -144,6 +150,7 @@ def show(
     console.print(f"[bold]reward[/bold] {_num(trajectory.reward)}")
     for name, value in (trajectory.reward_parts or {}).items():
         console.print(f"    {name}: {value}", markup=False, highlight=False)
+    console.print(f"dashboard: {rollout_url(settings.api_url, key)}", markup=False, soft_wrap=True)
 
 
 def _snippet(text: str | None) -> str:

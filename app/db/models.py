@@ -148,6 +148,9 @@ class Rollout(Base):
         # The trainer's query: complete, untrained train groups (then filtered by version).
         Index("ix_rollouts_trainer", "mode", "status", "train_step", "group_id"),
         Index("ix_rollouts_status_deadline_at", "status", "deadline_at"),
+        # The dashboard: rollouts newest first (keyset pagination), eval rounds by queue time.
+        Index("ix_rollouts_created_at_id", "created_at", "id"),
+        Index("ix_rollouts_eval_created_at", "created_at", postgresql_where="mode = 'eval'"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)

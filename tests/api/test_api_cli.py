@@ -95,6 +95,7 @@ def test_show_prints_a_readable_trajectory(api_settings: Settings, rows: Rows) -
     assert "click[Buy Now]" in out
     assert "reward 0.750" in out
     assert "..." in out  # the long observation is cut to a snippet
+    assert f"dashboard: {api_settings.api_url}/dashboard/rollouts/{rollout}" in out
 
 
 def test_show_unknown_rollout_fails_with_message(api_settings: Settings) -> None:

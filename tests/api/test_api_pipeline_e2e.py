@@ -175,3 +175,4 @@ def test_status_shows_queues_workers_and_rewards(stack: RolloutStack) -> None:
     assert "workers: 1 alive (w0@" in result.stdout
     assert "in flight:" in result.stdout
     assert "last " in result.stdout and "finished rollouts" in result.stdout
+    assert f"{stack.settings.api_url}/dashboard/rollouts/" in result.stdout  # pages linked

@@ -127,3 +127,26 @@ compose-test: setup  ## build and run the Compose stack for real and check it (D
 
 clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
 	$(COMPOSE) $(PROFILES) down -v --remove-orphans
+
+# --- the offline GPU host (docs/operations.md, "Training on an offline GPU host") ---------
+.PHONY: gpu-lock gpu-kit gpu-kit-check
+GPU_HOST ?= docker/gpu/host-cuda.txt
+# The kit's policy: make dev's bootstrapped tiny policy when there is one, else a small one
+# bootstrapped for the kit alone (its replies are valid actions; not for learning figures).
+WSRL_POLICY := $(or $(WSRL_DATA_DIR),.wsrl)/policy/tiny-0
+GPU_KIT_POLICY ?= $(if $(wildcard $(WSRL_POLICY)/config.json),$(WSRL_POLICY),build/gpu-kit-policy)
+
+gpu-lock: setup  ## re-resolve docker/gpu/lock-cp312-cu130.txt (the GPU stack, hashed) with uv
+	$(PY) -m pip install -q "uv>=0.9"
+	$(PY) docker/gpu/kit.py lock --host $(GPU_HOST) --uv $(VENV)/bin/uv
+
+gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 60 MiB, manifest.json)
+	test -f $(GPU_KIT_POLICY)/config.json || $(WSRL) policy bootstrap --out $(GPU_KIT_POLICY) --episodes 20 --epochs 1
+	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY)
+
+PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
+
+# The rehearsal builds its own kit without the policy (the wheels are what can go wrong).
+gpu-kit-check: setup  ## CI's rehearsal: a kit's pieces install under Python 3.12 and import
+	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --out build/gpu-kit-check
+	$(PY) docker/gpu/kit.py rehearse --host $(GPU_HOST) --out build/gpu-kit-check --python $(PY312)

@@ -42,8 +42,18 @@ def _check(name: str, probe: Callable[[], str], fix: str) -> Check:
 # --- GPU stack ------------------------------------------------------------------------------
 
 
-def gpu_checks() -> list[Check]:
-    """GPU visible, driver and CUDA versions, and the GPU stack's imports."""
+def needs_flash_attn(config) -> bool:
+    """Whether verl's actor loads flash-attn under ``config``: padding removal, or the
+    attention it asks transformers for (verl's default: ``flash_attention_2``). A host
+    without flash-attn (the offline kit's) runs with ``sdpa`` and padding kept."""
+    model = config.actor_rollout_ref.model
+    attn = (model.get("override_config") or {}).get("attn_implementation", "flash_attention_2")
+    return bool(model.get("use_remove_padding")) or attn == "flash_attention_2"
+
+
+def gpu_checks(flash_attn: bool = True) -> list[Check]:
+    """GPU visible, driver and CUDA versions, and the GPU stack's imports (flash-attn only
+    where the config uses it: :func:`needs_flash_attn`)."""
 
     def gpu() -> str:
         import torch
@@ -82,11 +92,21 @@ def gpu_checks() -> list[Check]:
             "install driver R580 or newer (CUDA 13), or use CUDA forward compatibility",
         ),
     ]
-    for module, fix in (
+    modules = [
         ("verl", "use the trainer image (docker/Dockerfile.trainer) or pip install verl==0.9.1"),
         ("vllm", "use the trainer image: vLLM as verl[vllm]==0.9.1 pins it"),
-        ("flash_attn", "use the trainer image: flash-attn built for its torch and CUDA"),
-    ):
+    ]
+    if flash_attn:
+        modules.append(
+            (
+                "flash_attn",
+                "use the trainer image: flash-attn built for its torch and CUDA; or run "
+                "without it: "
+                "--override actor_rollout_ref.model.use_remove_padding=false "
+                "--override +actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+            )
+        )
+    for module, fix in modules:
         checks.append(_check(f"import {module}", _importer(module), fix))
     return checks
 
@@ -255,7 +275,7 @@ def run_checks(backend: str, config_name: str, overrides: Sequence[str] = ()) ->
 
         config = load_config(config_name, overrides)
         split = str(config.webshop.goal_split)
-        checks += gpu_checks()
+        checks += gpu_checks(flash_attn=needs_flash_attn(config))
         checks.append(model_check(str(config.actor_rollout_ref.model.path)))
         checks.append(disk_check(config))
         checks.append(settings_check(settings, config, config_name))

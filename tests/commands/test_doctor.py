@@ -13,6 +13,7 @@ from app.commands.doctor import (
     disk_check,
     gpu_checks,
     model_check,
+    needs_flash_attn,
     service_checks,
     settings_check,
 )
@@ -40,6 +41,23 @@ def test_without_a_gpu_the_gpu_checks_fail_with_their_fix() -> None:
     assert not checks["GPU"].ok and "NVIDIA Container Toolkit" in checks["GPU"].fix
     assert checks["import verl"].ok
     assert not checks["import flash_attn"].ok and "trainer image" in checks["import flash_attn"].fix
+
+
+def test_flash_attn_is_checked_only_where_the_config_uses_it() -> None:
+    # The offline kit's host has no flash-attn (PyPI has only its source): with sdpa and
+    # padding kept, doctor must not stop the run on its import.
+    assert needs_flash_attn(load_config("smoke", []))
+    without = load_config(
+        "smoke",
+        [
+            "actor_rollout_ref.model.use_remove_padding=false",
+            "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        ],
+    )
+    assert not needs_flash_attn(without)
+    assert "import flash_attn" not in _by_name(gpu_checks(flash_attn=False))
+    padding_only = load_config("smoke", ["actor_rollout_ref.model.use_remove_padding=false"])
+    assert needs_flash_attn(padding_only)  # verl's default attention is flash_attention_2
 
 
 def test_unreachable_services_fail_with_their_fix(test_settings: Settings) -> None:

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The GPU path's first run on one offline GPU host, from the kit of `make gpu-kit`
+# (docs/operations.md, "Training on an offline GPU host"). Run from the repository root:
+#
+#   bash docker/gpu/first-run.sh receive    # once per call that carried pieces of the kit
+#   bash docker/gpu/first-run.sh run        # the last call: install, start, train, report
+#
+# `receive` copies build/gpu-kit/* (whatever this call carried) into /tmp/wsrl-pieces.
+# `run` receives too, installs the kit into /tmp/wsrl-site (PYTHONPATH, nothing else on the
+# host touched), starts the embedded Postgres and Redis, the env server, the API and two
+# Celery workers, then `wsrl train --backend verl --config smoke` for STEPS steps (vLLM on
+# the GPU as verl starts it, colocated: sleep/wake and weight sync each step) with a
+# held-out evaluation after each version, and writes $OUT/report.md with the logs' tails.
+# Everything lives under /tmp and in processes started with setsid: later commands of the
+# same machine see them.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+PIECES=/tmp/wsrl-pieces
+SITE=/tmp/wsrl-site
+DATA=/tmp/wsrl-data
+LOGS=$DATA/logs
+OUT=${OUT:-/tmp/wsrl-out}
+STEPS=${STEPS:-3}
+TRAIN_TIMEOUT_S=${TRAIN_TIMEOUT_S:-420}
+PY=${PYTHON:-python3}
+
+receive() {
+  mkdir -p "$PIECES"
+  local n=0
+  for f in build/gpu-kit/manifest.json build/gpu-kit/wsrl-gpu-kit.tar.*; do
+    [ -f "$f" ] && cp "$f" "$PIECES/" && n=$((n + 1))
+  done
+  echo "received $n file(s); $PIECES holds: $(ls "$PIECES" | tr '\n' ' ')"
+}
+
+stamp() { echo "[$(date +%T)] $*" | tee -a "$OUT/report.md"; }
+
+tail_logs() {
+  for f in "$LOGS"/*.log; do
+    [ -f "$f" ] || continue
+    { echo; echo "### $(basename "$f") (last 40 lines)"; echo '```'; tail -n 40 "$f"; echo '```'; } \
+      >> "$OUT/report.md"
+  done
+}
+
+run() {
+  mkdir -p "$OUT" "$LOGS"
+  : > "$OUT/report.md"
+  local t0=$SECONDS
+  receive
+  stamp "host: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
+  stamp "python: $($PY --version), torch $($PY -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)"
+
+  $PY docker/gpu/kit.py install --out "$PIECES" --target "$SITE" --unpack /tmp/wsrl-kit \
+    > "$LOGS/install.log" 2>&1 || { stamp "FAILED: install"; tail_logs; exit 1; }
+  stamp "installed in $((SECONDS - t0)) s"
+  # HOST_SITE: more of the host's packages on the path (a CPU rehearsal's stand-in for them)
+  export PYTHONPATH=$SITE${HOST_SITE:+:$HOST_SITE} PATH=$SITE/bin:$PATH WSRL_DATA_DIR=$DATA
+  export PYTHONUNBUFFERED=1
+  # The tiny policy's agent protocol (what it was bootstrapped on).
+  export WSRL_AGENT_MODE=text WSRL_AGENT_HISTORY_STEPS=1 WSRL_AGENT_CONSTRAIN_ACTIONS=false
+  export VLLM_ATTENTION_BACKEND=FLASH_ATTN VLLM_USE_FLASHINFER_SAMPLER=0
+  # pip check over host + kit, less what the kit leaves out on purpose (kit-omit.txt)
+  $PY -m pip check > "$LOGS/pip-check.log" 2>&1
+  grep -v -i -E "requires ($(grep -v '^#' docker/gpu/kit-omit.txt | cut -d' ' -f1 | paste -sd'|')),"  \
+    "$LOGS/pip-check.log" > "$LOGS/pip-check-unexpected.log"
+  stamp "pip check: $(wc -l < "$LOGS/pip-check-unexpected.log") unexpected line(s) (pip-check-unexpected.log)"
+  $PY -m pip list --format=freeze > "$OUT/host-packages.txt" 2>/dev/null
+
+  mkdir -p "$DATA/policy" && cp -r /tmp/wsrl-kit/policy/tiny-0 "$DATA/policy/"
+  wsrl services start > "$LOGS/services.log" 2>&1 && wsrl db upgrade >> "$LOGS/services.log" 2>&1 \
+    || { stamp "FAILED: embedded Postgres/Redis"; tail_logs; exit 1; }
+  setsid wsrl env serve > "$LOGS/env.log" 2>&1 < /dev/null &
+  setsid wsrl api serve > "$LOGS/api.log" 2>&1 < /dev/null &
+  for i in 1 2; do
+    setsid wsrl worker -c 8 -Q rollouts,eval --name "gpu$i" > "$LOGS/worker$i.log" 2>&1 < /dev/null &
+  done
+  setsid nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits \
+    -lms 500 > "$LOGS/gpu.csv" 2>&1 < /dev/null &
+  setsid $PY docker/gpu/report.py watch-endpoint > "$LOGS/endpoint.log" 2>&1 < /dev/null &
+  $PY - <<'WAIT' || { stamp "FAILED: env server / API not up in 180 s"; tail_logs; exit 1; }
+import time, urllib.request
+for _ in range(180):
+    try:
+        for url in ("http://127.0.0.1:3000/health", "http://127.0.0.1:8000/health"):
+            urllib.request.urlopen(url, timeout=2)
+        break
+    except OSError:
+        time.sleep(1)
+else:
+    raise SystemExit(1)
+WAIT
+  stamp "services up in $((SECONDS - t0)) s"
+
+  local attn=()
+  if ! $PY -c "import flash_attn" 2> /dev/null; then
+    attn=(--override actor_rollout_ref.model.use_remove_padding=false
+          --override +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
+  fi
+  local t_train=$SECONDS
+  timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config smoke \
+    --override "trainer.total_training_steps=$STEPS" \
+    --override webshop.eval_every=1 --override webshop.eval_goals=8 \
+    "${attn[@]}" > "$LOGS/trainer.log" 2>&1
+  local rc=$?
+  stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"
+  $PY docker/gpu/report.py summary "$LOGS" >> "$OUT/report.md" 2>&1
+  tail_logs
+  cp "$LOGS/trainer.log" "$OUT/" 2>/dev/null
+  stamp "$([ "$rc" -eq 0 ] && echo PASSED || echo FAILED) in $((SECONDS - t0)) s"
+  return "$rc"
+}
+
+case "${1:-}" in
+  receive) receive ;;
+  run) run ;;
+  *) echo "usage: $0 receive|run" >&2; exit 2 ;;
+esac

@@ -60,7 +60,8 @@ run() {
   export PYTHONUNBUFFERED=1
   # The tiny policy's agent protocol (what it was bootstrapped on).
   export WSRL_AGENT_MODE=text WSRL_AGENT_HISTORY_STEPS=1 WSRL_AGENT_CONSTRAIN_ACTIONS=false
-  export VLLM_ATTENTION_BACKEND=FLASH_ATTN VLLM_USE_FLASHINFER_SAMPLER=0
+  # vLLM picks FLASH_ATTN (its bundled kernels) first on Hopper; FlashInfer is not in the kit.
+  export VLLM_USE_FLASHINFER_SAMPLER=0
   # pip check over host + kit, less what the kit leaves out on purpose (kit-omit.txt)
   $PY -m pip check > "$LOGS/pip-check.log" 2>&1
   grep -v -i -E "requires ($(grep -v '^#' docker/gpu/kit-omit.txt | cut -d' ' -f1 | paste -sd'|')),"  \

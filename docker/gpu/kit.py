@@ -174,8 +174,11 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
                         "--require-hashes",
                         "--disable-pip-version-check",
                         *PLATFORM_ARGS,
-                        {True: "--only-binary=:all:", False: "--no-binary=:all:",
-                  None: "--prefer-binary"}[binary],
+                        {
+                            True: "--only-binary=:all:",
+                            False: "--no-binary=:all:",
+                            None: "--prefer-binary",
+                        }[binary],
                         "-d",
                         str(cache),
                         "-r",

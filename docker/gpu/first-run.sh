@@ -22,7 +22,7 @@ DATA=/tmp/wsrl-data
 LOGS=$DATA/logs
 OUT=${OUT:-/tmp/wsrl-out}
 STEPS=${STEPS:-3}
-TRAIN_TIMEOUT_S=${TRAIN_TIMEOUT_S:-420}
+TRAIN_TIMEOUT_S=${TRAIN_TIMEOUT_S:-400}
 PY=${PYTHON:-python3}
 
 receive() {
@@ -108,7 +108,8 @@ WAIT
   stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"
   $PY docker/gpu/report.py summary "$LOGS" >> "$OUT/report.md" 2>&1
   tail_logs
-  cp "$LOGS/trainer.log" "$OUT/" 2>/dev/null
+  # (what comes back from a run may be size-limited: the log's end is what tells)
+  tail -n 20000 "$LOGS/trainer.log" > "$OUT/trainer.log" 2>/dev/null
   stamp "$([ "$rc" -eq 0 ] && echo PASSED || echo FAILED) in $((SECONDS - t0)) s"
   return "$rc"
 }

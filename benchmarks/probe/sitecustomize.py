@@ -6,7 +6,8 @@ counts, in that process, the SQL statements, commits and rollbacks (SQLAlchemy e
 events), the Redis commands by name (redis-py's command packing, so pipelined commands
 and kombu's BRPOPs count too), the HTTP requests (the keep-alive pool of
 :mod:`app.core.http_pool`) and the bytes sent on Python sockets (HTTP and Redis; libpq's
-own socket, Postgres, is not seen). A daemon thread writes the counters as JSON to
+own socket, Postgres, is not seen), and the CPU time of the threads inside the stages of
+an episode (``cpu_us:<stage>``, inclusive). A daemon thread writes the counters as JSON to
 ``<prefix>.<pid>.json`` every 0.2 s; the benchmark reads them before and after a batch.
 Without ``WSRL_BENCH_PROBE`` the module does nothing.
 """
@@ -89,6 +90,44 @@ def _install(prefix: str) -> None:
             return sent
 
         setattr(socket.socket, name, counted_send)
+
+    # CPU (this thread's, ``time.thread_time``) spent inside the stages of an episode,
+    # inclusive: a precise split where a sampling profiler mixes waits and work.
+    import importlib
+
+    def timed(module_name: str, attribute: str, label: str) -> None:
+        owner_name, _, name = attribute.rpartition(".")
+        owner = importlib.import_module(module_name)
+        if owner_name:
+            owner = getattr(owner, owner_name)
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            started = time.thread_time_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                bump(f"cpu_us:{label}", (time.thread_time_ns() - started) // 1000)
+
+        setattr(owner, name, wrapper)
+
+    for module_name, attribute, label in (
+        ("workers.tasks", "execute_rollout", "task"),
+        ("workers.rollout", "_record", "task/postgres transactions"),
+        ("workers.rollout", "start_attempt", "task/postgres transactions/start_attempt"),
+        ("workers.rollout", "finish_attempt", "task/postgres transactions/finish_attempt"),
+        ("workers.persistence", "_insert_rows", "task/postgres transactions/insert rows"),
+        ("sqlalchemy.orm.session", "Session.commit", "postgres commit"),
+        ("sqlalchemy.orm.session", "Session.close", "postgres session close"),
+        ("sqlalchemy.pool.base", "_ConnectionFairy._checkout", "postgres checkout (pre-ping)"),
+        ("workers.rollout", "run_episode", "task/episode"),
+        ("workers.llm", "LLMClient.chat", "task/episode/llm call"),
+        ("app.core.endpoint", "EndpointResolver.wait_until_serving", "task/episode/llm endpoint"),
+        ("app.core.env_client", "EnvClient._call", "task/episode/env call"),
+        ("workers.recording", "AttemptRecorder.flush", "task/episode/rows flush"),
+        ("workers.recording", "LogPublisher.publish", "task/log lines"),
+    ):
+        timed(module_name, attribute, label)
 
     path = f"{prefix}.{os.getpid()}.json"
 

@@ -20,7 +20,23 @@ rollouts and measures:
   the threads' wall time, ``1 - sum(LLM call time) / (C x run wall)``; the ratio to the
   ideal is about ``1 - ovh%`` when calls take their nominal latency.
 
-Targets: ratio >= 0.9 at 32 and >= 0.8 at 128 on a 2-core machine.
+Then, per episode of the measured batch (the warm-up batch excluded), the CPU by
+component and the work behind it:
+
+- CPU ms: the worker processes and the env server and scripted LLM (psutil); the
+  Postgres backends serving the workers (found through the workers' TCP client ports in
+  ``pg_stat_activity``); the Redis server (``INFO cpu``, server-wide: other users of the
+  same Redis count too). ``own`` is workers + Postgres + Redis, the data plane's CPU;
+- the SQL statements (by verb), commits and rollbacks the workers issued, the Redis
+  commands they sent (by name, BRPOPs and pipelined commands included) and their HTTP
+  requests: counted inside the workers by ``benchmarks/probe/sitecustomize.py``, loaded
+  only by this benchmark (``pg_stat_statements`` needs ``shared_preload_libraries``);
+- Postgres' side (``pg_stat_database`` of the scratch database, so only this run):
+  commits, rows inserted/updated/fetched, and the database's growth in bytes; and Redis'
+  server-wide ``commandstats`` calls.
+
+Targets: ratio >= 0.9 at 32 and >= 0.8 at 128 on a 2-core machine; the data plane's own
+CPU per 10-step episode <= 15 ms.
 
     python benchmarks/rollout_throughput.py                  # 1, 8, 32, 128
     python benchmarks/rollout_throughput.py --levels 1,8 --rounds 2   # quick
@@ -36,6 +52,9 @@ scripted LLM, so the run refuses to start then.
 from __future__ import annotations
 
 import argparse
+import collections
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -139,6 +158,84 @@ def steady_eps(rows, concurrency: int) -> float:
     return finished / (last_start - full_at)
 
 
+PROBE = REPO / "benchmarks" / "probe"
+
+
+def _probe_counts(prefix: Path, pids: list[int]) -> collections.Counter[str]:
+    """The counters the workers' probes wrote last (see ``benchmarks/probe``)."""
+    total: collections.Counter[str] = collections.Counter()
+    for pid in pids:
+        path = Path(f"{prefix}.{pid}.json")
+        if path.exists():
+            total.update(json.loads(path.read_text()))
+    return total
+
+
+def _own_ports() -> set[int]:
+    return {c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.laddr}
+
+
+def _postgres_backends(admin, database: str) -> list[int]:
+    """Backend pids of this database serving other processes than this one (the workers)."""
+    own = _own_ports()
+    rows = admin.execute(
+        "SELECT pid, client_port FROM pg_stat_activity WHERE datname = %s AND pid <> "
+        "pg_backend_pid()",
+        (database,),
+    ).fetchall()
+    return [pid for pid, port in rows if port not in own]
+
+
+_PG_STATS = (
+    "xact_commit",
+    "xact_rollback",
+    "tup_inserted",
+    "tup_updated",
+    "tup_fetched",
+    "tup_returned",
+)
+
+
+def _server_snapshot(admin, broker, database: str) -> dict:
+    """CPU and counters of the Postgres backends (per pid) and the Redis server."""
+    backends = {}
+    for pid in _postgres_backends(admin, database):
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        backends[pid] = times.user + times.system
+    stats = admin.execute(
+        f"SELECT {', '.join(_PG_STATS)}, pg_database_size(datname) FROM pg_stat_database "
+        "WHERE datname = %s",
+        (database,),
+    ).fetchone()
+    cpu = broker.info("cpu")
+    commands = {
+        name.removeprefix("cmdstat_"): value["calls"]
+        for name, value in broker.info("commandstats").items()
+    }
+    return {
+        "pg_cpu": backends,
+        "pg": dict(zip([*_PG_STATS, "db_bytes"], stats, strict=True)),
+        "redis_cpu": cpu["used_cpu_sys"] + cpu["used_cpu_user"],
+        "redis_commands": commands,
+    }
+
+
+def _server_delta(before: dict, after: dict) -> dict:
+    # A backend that started during the batch counts whole; one that ended is lost (the
+    # workers' pools hold their connections, so none should).
+    pg_cpu = sum(cpu - before["pg_cpu"].get(pid, 0.0) for pid, cpu in after["pg_cpu"].items())
+    return {
+        "pg_cpu": pg_cpu,
+        "pg": {k: after["pg"][k] - before["pg"][k] for k in after["pg"]},
+        "redis_cpu": after["redis_cpu"] - before["redis_cpu"],
+        "redis_commands": collections.Counter(after["redis_commands"])
+        - collections.Counter(before["redis_commands"]),
+    }
+
+
 def run_level(
     log_dir: Path,
     settings: Settings,
@@ -150,24 +247,57 @@ def run_level(
     rounds: int,
     llm_s: float,
     services: list,
+    admin,
+    broker,
 ) -> dict[str, float]:
     threads = max(1, concurrency // processes)
+    probe = log_dir / f"probe-{concurrency}"
+    probe_env = {
+        "WSRL_BENCH_PROBE": str(probe),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROBE), os.environ.get("PYTHONPATH")])),
+    }
     workers = [
-        celery_worker(log_dir, settings, concurrency=threads, name=f"bench{concurrency}-{i}")
+        celery_worker(
+            log_dir,
+            settings,
+            concurrency=threads,
+            name=f"bench{concurrency}-{i}",
+            extra_env=probe_env,
+        )
         for i in range(processes)
     ]
+    database = make_url(settings.database_url).database
     for worker in workers:
         worker.start()
     try:
         celery = create_celery(settings)
         # Warm-up: one episode per thread builds each process's clients and pools.
         _run_batch(sessions, celery, settings, goal_ids, concurrency)
+        pids = [w.pid for w in workers]
+        time.sleep(0.5)  # the probes' last write covers the warm-up
+        counts_before = _probe_counts(probe, pids)
+        server_before = _server_snapshot(admin, broker, database)
         before = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
         ids = _run_batch(sessions, celery, settings, goal_ids, concurrency * rounds)
         after = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
+        server = _server_delta(server_before, _server_snapshot(admin, broker, database))
+        time.sleep(0.5)
+        counts = _probe_counts(probe, pids)
+        counts.subtract(counts_before)
         result = measure(sessions, ids, concurrency, llm_s)
+        n = len(ids)
         for name in before:
-            result[f"cpu_{name}_ms"] = 1000 * (after[name] - before[name]) / len(ids)
+            result[f"cpu_{name}_ms"] = 1000 * (after[name] - before[name]) / n
+        result["cpu_pg_ms"] = 1000 * server["pg_cpu"] / n
+        result["cpu_redis_ms"] = 1000 * server["redis_cpu"] / n
+        result["cpu_own_ms"] = sum(result[f"cpu_{k}_ms"] for k in ("workers", "pg", "redis"))
+        result["work"] = {
+            "probe": {k: v / n for k, v in sorted(counts.items()) if v},
+            "pg": {k: v / n for k, v in server["pg"].items()},
+            "redis_server_calls": {
+                k: v / n for k, v in server["redis_commands"].most_common() if v / n >= 0.05
+            },
+        }
         return result
     finally:
         for worker in workers:
@@ -277,8 +407,12 @@ def main() -> None:
             f"{'eps':>7} "
             f"{'ideal':>7} {'ratio':>6} {'steady':>6} {'llm%':>5} {'env%':>5} {'other%':>6} "
             f"{'idle%':>5} {'ovh%':>5}"
-            " | CPU ms/episode: workers, env, llm"
+            " | CPU ms/episode: workers, pg, redis, own, env, llm"
         )
+        works = []
+        admin = psycopg.connect(_admin(server_url), autocommit=True)
+        started.append(admin)
+        print(f"load average at the start: {os.getloadavg()}")
         for level in [int(x) for x in args.levels.split(",")]:
             procs = 1 if level < 8 else args.processes
             result = run_level(
@@ -291,6 +425,8 @@ def main() -> None:
                 rounds=args.rounds,
                 llm_s=args.llm_ms / 1000,
                 services=[env, llm],
+                admin=admin,
+                broker=broker,
             )
             print(
                 f"{level:>4} {procs:>5} {result['episodes']:>8} {result['steps']:>5.1f} "
@@ -300,14 +436,25 @@ def main() -> None:
                 f"{100 * result['llm_share']:>5.1f} "
                 f"{100 * result['env_share']:>5.1f} {100 * result['other_share']:>6.1f} "
                 f"{100 * result['idle_share']:>5.1f} {100 * result['overhead_share']:>5.1f} | "
-                f"{result['cpu_workers_ms']:>7.1f} "
+                f"{result['cpu_workers_ms']:>7.1f} {result['cpu_pg_ms']:>5.1f} "
+                f"{result['cpu_redis_ms']:>5.1f} {result['cpu_own_ms']:>5.1f} "
                 f"{result['cpu_env_ms']:>5.1f} {result['cpu_llm_ms']:>5.1f}",
                 flush=True,
             )
+            works.append((level, result["work"]))
+        print(f"load average at the end: {os.getloadavg()}")
+        for level, work in works:
+            print(f"work per episode at C={level}:")
+            for group, values in work.items():
+                shown = ", ".join(f"{k}={v:.2f}" for k, v in values.items())
+                print(f"  {group}: {shown}")
         engine.dispose()
     finally:
         for process in reversed(started):
-            process.stop()
+            if isinstance(process, psycopg.Connection):
+                process.close()
+            else:
+                process.stop()
         broker.delete(*QUEUES)
         with psycopg.connect(_admin(server_url), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

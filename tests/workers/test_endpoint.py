@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.agent import build_messages
@@ -97,6 +98,66 @@ def test_resolver_restores_a_lost_record_from_postgres_not_the_fallback(
     expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
     assert resolver.current() == expected
     assert read_endpoint(redis_client, key=key) == expected, "written back to Redis"
+
+
+def _counting(sessions: sessionmaker[Session], opened: list[int]) -> sessionmaker[Session]:
+    def open_session() -> Session:
+        opened.append(1)
+        return sessions()
+
+    return open_session  # type: ignore[return-value]
+
+
+def test_resolver_asks_postgres_again_only_after_the_recheck_window(
+    redis_client: redis.Redis, key: str, make_settings, db_session: Session
+) -> None:
+    """Nothing published anywhere: one query per ``recheck_s``, not one per call; a version
+    recorded meanwhile (and missing from Redis) is restored once the window is over."""
+    db_session.execute(
+        update(PolicyVersion)
+        .where(PolicyVersion.status == PolicyVersionStatus.ACTIVE)
+        .values(status=PolicyVersionStatus.RETIRED)
+    )
+    db_session.flush()
+    opened: list[int] = []
+    inner = sessionmaker(bind=db_session.connection(), join_transaction_mode="create_savepoint")
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
+    resolver = EndpointResolver(
+        settings, redis_client, key=key, sessions=_counting(inner, opened), recheck_s=0.5
+    )
+    fallback = PolicyEndpoint("http://127.0.0.1:9/v1", "base", 0)
+    for _ in range(5):
+        assert resolver.current() == fallback
+    assert len(opened) == 1, "Postgres asked once in the window, not per call"
+    db_session.add(
+        PolicyVersion(
+            version=RECORDED_VERSION,
+            base_url="http://127.0.0.1:9/v1",
+            model="trained",
+            status=PolicyVersionStatus.ACTIVE,
+        )
+    )
+    db_session.flush()
+    time.sleep(0.6)
+    expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
+    assert resolver.current() == expected
+    assert read_endpoint(redis_client, key=key) == expected, "written back to Redis"
+
+
+def test_resolver_restores_a_record_lost_right_after_it_was_read(
+    redis_client: redis.Redis, key: str, make_settings, recorded: sessionmaker[Session]
+) -> None:
+    """A record read from Redis ends the window: lost the next moment (Redis flushed), it
+    is restored from Postgres on the next call, not replaced by the fallback."""
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
+    resolver = EndpointResolver(settings, redis_client, key=key, sessions=recorded, recheck_s=60)
+    resolver._unrecorded_until = time.monotonic() + 60  # as if Postgres had said "none" just now
+    expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
+    publish_endpoint(redis_client, expected, key=key)
+    assert resolver.current() == expected
+    redis_client.delete(key)
+    assert resolver.current() == expected, "restored, not the settings' fallback"
+    assert read_endpoint(redis_client, key=key) == expected
 
 
 def test_restore_never_overwrites_a_published_record(

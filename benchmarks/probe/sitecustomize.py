@@ -1,0 +1,148 @@
+"""Work counters for ``rollout_throughput.py`` (benchmark only; never on a product path).
+
+The benchmark puts this folder first on the workers' ``PYTHONPATH`` with
+``WSRL_BENCH_PROBE=<file prefix>``; Python then imports this module at start-up, and it
+counts, in that process, the SQL statements, commits and rollbacks (SQLAlchemy engine
+events), the Redis commands by name (redis-py's command packing, so pipelined commands
+and kombu's BRPOPs count too), the HTTP requests (the keep-alive pool of
+:mod:`app.core.http_pool`) and the bytes sent on Python sockets (HTTP and Redis; libpq's
+own socket, Postgres, is not seen), and the CPU time of the threads inside the stages of
+an episode (``cpu_us:<stage>``, inclusive). A daemon thread writes the counters as JSON to
+``<prefix>.<pid>.json`` every 0.2 s; the benchmark reads them before and after a batch.
+Without ``WSRL_BENCH_PROBE`` the module does nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import threading
+import time
+
+_PREFIX = os.environ.get("WSRL_BENCH_PROBE")
+
+
+def _install(prefix: str) -> None:
+    counts: collections.Counter[str] = collections.Counter()
+    lock = threading.Lock()
+
+    def bump(key: str, n: int = 1) -> None:
+        with lock:
+            counts[key] += n
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "before_cursor_execute")
+    def _statement(conn, cursor, statement, parameters, context, executemany):
+        verb = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else "?"
+        bump("sql")
+        bump(f"sql:{verb}")
+        if executemany:
+            bump("sql_rows", len(parameters))
+
+    @event.listens_for(Engine, "commit")
+    def _commit(conn):
+        bump("commit")
+
+    @event.listens_for(Engine, "rollback")
+    def _rollback(conn):
+        bump("rollback")
+
+    from redis import connection
+
+    def counting(pack):
+        def counted_pack(self, *args):
+            name = args[0].decode() if isinstance(args[0], bytes) else str(args[0])
+            bump("redis")
+            bump(f"redis:{name.split(' ')[0].upper()}")
+            return pack(self, *args)
+
+        return counted_pack
+
+    for serializer in (connection.PythonRespSerializer, connection.HiredisRespSerializer):
+        serializer.pack = counting(serializer.pack)
+
+    try:
+        from app.core.http_pool import HttpPool
+    except ImportError:
+        HttpPool = None
+    if HttpPool is not None:
+        request = HttpPool.request
+
+        def counted_request(self, method, path, *args, **kwargs):
+            bump("http")
+            parts = ["{id}" if len(p) >= 16 else p for p in path.split("?")[0].split("/")]
+            bump(f"http:{method} {'/'.join(parts)}")
+            return request(self, method, path, *args, **kwargs)
+
+        HttpPool.request = counted_request
+
+    import socket
+
+    for name in ("send", "sendall"):
+        original = getattr(socket.socket, name)
+
+        def counted_send(self, data, *args, _original=original):
+            sent = _original(self, data, *args)
+            bump("bytes_sent", len(data) if sent is None else sent)
+            return sent
+
+        setattr(socket.socket, name, counted_send)
+
+    # CPU (this thread's, ``time.thread_time``) spent inside the stages of an episode,
+    # inclusive: a precise split where a sampling profiler mixes waits and work.
+    import importlib
+
+    def timed(module_name: str, attribute: str, label: str) -> None:
+        owner_name, _, name = attribute.rpartition(".")
+        owner = importlib.import_module(module_name)
+        if owner_name:
+            owner = getattr(owner, owner_name)
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            started = time.thread_time_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                bump(f"cpu_us:{label}", (time.thread_time_ns() - started) // 1000)
+
+        setattr(owner, name, wrapper)
+
+    for module_name, attribute, label in (
+        ("workers.tasks", "execute_rollout", "task"),
+        ("workers.rollout", "_record", "task/postgres transactions"),
+        ("workers.rollout", "start_attempt", "task/postgres transactions/start_attempt"),
+        ("workers.rollout", "finish_attempt", "task/postgres transactions/finish_attempt"),
+        ("workers.persistence", "_insert_rows", "task/postgres transactions/insert rows"),
+        ("sqlalchemy.orm.session", "Session.commit", "postgres commit"),
+        ("sqlalchemy.orm.session", "Session.close", "postgres session close"),
+        ("sqlalchemy.pool.base", "_ConnectionFairy._checkout", "postgres checkout (pre-ping)"),
+        ("workers.rollout", "run_episode", "task/episode"),
+        ("workers.llm", "LLMClient.chat", "task/episode/llm call"),
+        ("app.core.endpoint", "EndpointResolver.wait_until_serving", "task/episode/llm endpoint"),
+        ("app.core.env_client", "EnvClient._call", "task/episode/env call"),
+        ("workers.recording", "AttemptRecorder.flush", "task/episode/rows flush"),
+        ("workers.recording", "LogPublisher.publish", "task/log lines"),
+    ):
+        timed(module_name, attribute, label)
+
+    path = f"{prefix}.{os.getpid()}.json"
+
+    def dump() -> None:
+        while True:
+            time.sleep(0.2)
+            with lock:
+                data = dict(counts)
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(data, f)
+            os.replace(tmp, path)
+
+    threading.Thread(target=dump, name="wsrl-bench-probe", daemon=True).start()
+
+
+if _PREFIX:
+    _install(_PREFIX)

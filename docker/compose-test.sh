@@ -200,8 +200,12 @@ check_eval() {
   grep -q 'episodes=20' "$WORK/eval.txt" || fail "eval did not finish 20 episodes"
   [ -n "$got" ] && [ "$got" = "$expected" ] || fail "eval: '$got', the oracle: '$expected'"
   log "wsrl eval through the stack: $got episodes=20 (the oracle's: $expected)"
-  curl -fsS -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$API/dashboard/rollouts?mode=eval" \
-    | grep -q 'class="rollout"' || fail "the dashboard lists no eval rollout"
+  # Read whole, then searched: `curl | grep -q` under pipefail fails when grep stops
+  # reading first (curl's write error, 23), a page longer than the pipe's buffer.
+  local page
+  page=$(curl -fsS -H "Authorization: Bearer $TOKEN" \
+    "http://127.0.0.1:$API/dashboard/rollouts?mode=eval") || fail "the dashboard does not answer"
+  grep -q 'class="rollout"' <<<"$page" || fail "the dashboard lists no eval rollout"
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$API/dashboard")" = 401 ] \
     || fail "the dashboard answers without the token"
   log "dashboard: lists the eval rollouts (as the read-only role), 401 without the token"

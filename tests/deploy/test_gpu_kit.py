@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.verl_pins import verl_extra_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "docker" / "gpu"
@@ -70,31 +71,13 @@ def test_the_repository_lock_host_set_and_omissions_agree() -> None:
     assert all(p.hashes for p in lock.values()), "every locked package has its hashes"
 
 
-def _extra_pins(extra: str) -> dict[str, str]:
-    from importlib import metadata
-
-    pins: dict[str, str] = {}
-    pattern = r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?\s*(==\s*([^;\s]+))?\s*;\s*extra == \"([^\"]+)\""
-    for line in metadata.requires("verl") or []:
-        match = re.match(pattern, line)
-        if not match or match.group(5) != extra:
-            continue
-        name, nested, version = match.group(1), match.group(2), match.group(4)
-        if name == "verl" and nested:
-            for sub in nested.strip("[]").split(","):
-                pins.update(_extra_pins(sub.strip()))
-        elif version:
-            pins[kit.canonical(name)] = version
-    return pins
-
-
 def test_the_lock_holds_the_installed_verl_and_every_version_its_gpu_extras_pin() -> None:
     pytest.importorskip("verl")
     from importlib import metadata
 
     lock = kit.read_lock()
     assert lock["verl"].version == metadata.version("verl")
-    pins = {**_extra_pins("vllm"), **_extra_pins("fsdp")}
+    pins = {**verl_extra_pins("vllm"), **verl_extra_pins("fsdp")}
     assert {"vllm", "torch", "flash-attn"} <= set(pins)
     wrong = {
         n: (v, lock[n].version if n in lock else None)

@@ -10,32 +10,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from helpers.verl_pins import verl_extra_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "docker" / "Dockerfile.trainer").read_text()
-# name, [nested extras], == version, the extra it belongs to
-REQUIREMENT = re.compile(
-    r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?\s*(==\s*([^;\s]+))?\s*;\s*extra == \"([^\"]+)\""
-)
-
-
-def _extra_pins(extra: str) -> dict[str, str]:
-    """``name -> version`` that verl pins with ``==`` for ``extra`` (nested extras followed)."""
-    pins: dict[str, str] = {}
-    requires = metadata.requires("verl") or []
-    for line in requires:
-        match = re.match(
-            r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?\s*(==\s*([^;\s]+))?\s*;\s*extra == \"([^\"]+)\"", line
-        )
-        if not match or match.group(5) != extra:
-            continue
-        name, nested, version = match.group(1), match.group(2), match.group(4)
-        if name == "verl" and nested:
-            for sub in nested.strip("[]").split(","):
-                pins.update(_extra_pins(sub.strip()))
-        elif version:
-            pins[name.lower()] = version
-    return pins
 
 
 def test_the_cuda_base_matches_the_cuda_verls_wheels_are_built_for() -> None:
@@ -52,7 +30,7 @@ def test_flash_attn_comes_as_a_prebuilt_wheel_for_the_images_torch_cuda_and_pyth
     # reads none of that and would build PyPI's sdist, which imports torch in pip's
     # isolated build: the image build fails. The wheel must match the pin and the image.
     pytest.importorskip("verl")
-    pins = {**_extra_pins("vllm"), **_extra_pins("fsdp")}
+    pins = {**verl_extra_pins("vllm"), **verl_extra_pins("fsdp")}
     assert '"flash-attn @ ${FLASH_ATTN_WHEEL}"' in DOCKERFILE
     wheel = re.search(r"^ARG FLASH_ATTN_WHEEL=(https://\S+\.whl)$", DOCKERFILE, re.M)
     assert wheel, "FLASH_ATTN_WHEEL must name a prebuilt wheel"

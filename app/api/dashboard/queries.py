@@ -219,40 +219,34 @@ def _infrastructure_sql() -> str:
     return "(" + " OR ".join(f"r.last_error LIKE '%{m}%'" for m in escaped) + ")"
 
 
+# The filters that are one comparison with their value, bound under the filter's name.
+FILTER_CLAUSES = (
+    ("version", "r.policy_version_max = :version"),
+    ("split", "g.split = :split"),
+    ("mode", "r.mode = :mode"),
+    ("status", "r.status = :status"),
+    ("success", "r.success = :success"),
+    ("reward_min", "r.reward >= :reward_min"),
+    ("reward_max", "r.reward <= :reward_max"),
+    ("goal", "r.goal_id = :goal"),
+)
+
+
 def rollout_page(
     conn: Connection, filters: RolloutFilters, limit: int, after: Cursor | None
 ) -> tuple[list[dict[str, Any]], Cursor | None]:
     """One page of rollouts, newest first, and the cursor of the next page (None: last)."""
     where = ["TRUE"]
     params: dict[str, Any] = {"limit": limit + 1}
-    if filters.version is not None:
-        where.append("r.policy_version_max = :version")
-        params["version"] = filters.version
-    if filters.split is not None:
-        where.append("g.split = :split")
-        params["split"] = filters.split
-    if filters.mode is not None:
-        where.append("r.mode = :mode")
-        params["mode"] = filters.mode
-    if filters.status is not None:
-        where.append("r.status = :status")
-        params["status"] = filters.status
-    if filters.success is not None:
-        where.append("r.success = :success")
-        params["success"] = filters.success
-    if filters.reward_min is not None:
-        where.append("r.reward >= :reward_min")
-        params["reward_min"] = filters.reward_min
-    if filters.reward_max is not None:
-        where.append("r.reward <= :reward_max")
-        params["reward_max"] = filters.reward_max
+    for name, clause in FILTER_CLAUSES:
+        value = getattr(filters, name)
+        if value is not None:
+            where.append(clause)
+            params[name] = value
     if filters.failure == "infrastructure":
         where.append(f"r.status = 'failed' AND {_infrastructure_sql()}")
     elif filters.failure == "episode":
         where.append(f"r.status = 'failed' AND NOT coalesce({_infrastructure_sql()}, false)")
-    if filters.goal is not None:
-        where.append("r.goal_id = :goal")
-        params["goal"] = filters.goal
     if filters.text is not None:
         where.append("g.instruction ILIKE :text ESCAPE '\\'")
         escaped = filters.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

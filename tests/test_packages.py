@@ -33,41 +33,20 @@ def test_the_files_pyproject_names_exist() -> None:
 def test_the_wheel_carries_every_data_file_the_code_reads(tmp_path: Path) -> None:
     # A non-editable install (the images, the offline GPU kit) has only what the wheel
     # holds: the verl configs were missing from it, and hydra found no config on the host.
-    # Built from a copy of the tracked files: a checkout's egg-info can list files that
-    # the patterns do not, and hide the gap.
-    import shutil
-    import subprocess
+    # The wheel is the kit's own (docker/gpu/kit.py), built from the tracked files.
+    import importlib.util
     import sys
     import zipfile
 
-    tracked = subprocess.run(
-        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    source = tmp_path / "src"
-    for name in tracked:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(source),
-        ],
-        check=True,
-    )
-    (wheel,) = tmp_path.glob("webshop_rl-*.whl")
+    spec = importlib.util.spec_from_file_location("gpu_kit_wheel", ROOT / "docker/gpu/kit.py")
+    kit = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = kit  # its dataclasses look their module up there
+    spec.loader.exec_module(kit)
+    wheel = kit.project_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     data = [
         f
-        for f in tracked
+        for f in kit.tracked_files()
         if f.split("/")[0] in ("app", "trainer", "workers", "migrations")
         and not f.endswith((".py", ".md"))
     ]

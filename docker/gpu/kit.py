@@ -226,10 +226,24 @@ def download(carried: list[Locked], cache: Path) -> dict[str, Path]:
     return wheels
 
 
+def tracked_files() -> list[str]:
+    """The repository's tracked files (paths relative to its root)."""
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [name for name in listed if (ROOT / name).is_file()]
+
+
 def project_wheel(out: Path) -> Path:
-    """webshop-rl itself, as a wheel (reproducible: SOURCE_DATE_EPOCH)."""
+    """webshop-rl itself, as a wheel built from a copy of the tracked files (a checkout's
+    stale egg-info can add files the package-data patterns do not, and hide a gap the
+    host would meet); reproducible: SOURCE_DATE_EPOCH."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
     with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "src"
+        for name in tracked_files():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
         subprocess.run(
             [
                 sys.executable,
@@ -241,7 +255,7 @@ def project_wheel(out: Path) -> Path:
                 "--no-build-isolation",
                 "-w",
                 tmp,
-                str(ROOT),
+                str(source),
             ],
             check=True,
             env=env,

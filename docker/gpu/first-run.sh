@@ -26,6 +26,12 @@ TRAIN_TIMEOUT_S=${TRAIN_TIMEOUT_S:-400}
 PY=${PYTHON:-python3}
 
 receive() {
+  if [ ! -d "$PIECES" ] && [ -n "${OUT:-}" ]; then
+    # The first call: what the host is, while the pieces travel.
+    mkdir -p "$OUT"
+    { nvidia-smi; $PY --version; nproc; free -g; df -h /tmp /dev/shm; } > "$OUT/host.txt" 2>&1
+    $PY -m pip list --format=freeze > "$OUT/host-packages.txt" 2>/dev/null
+  fi
   mkdir -p "$PIECES"
   local n=0
   for f in build/gpu-kit/manifest.json build/gpu-kit/wsrl-gpu-kit.tar.*; do
@@ -42,6 +48,11 @@ tail_logs() {
     { echo; echo "### $(basename "$f") (last 40 lines)"; echo '```'; tail -n 40 "$f"; echo '```'; } \
       >> "$OUT/report.md"
   done
+  # Ray's actors (vLLM's server, verl's workers) log to their own files.
+  for f in /tmp/ray/session_latest/logs/*.err /tmp/ray/session_latest/logs/*.out; do
+    [ -s "$f" ] || continue
+    { echo "=== $f"; tail -n 150 "$f"; } >> "$OUT/ray-logs.txt"
+  done
 }
 
 run() {
@@ -56,7 +67,8 @@ run() {
     > "$LOGS/install.log" 2>&1 || { stamp "FAILED: install"; tail_logs; exit 1; }
   stamp "installed in $((SECONDS - t0)) s"
   # HOST_SITE: more of the host's packages on the path (a CPU rehearsal's stand-in for them)
-  export PYTHONPATH=$SITE${HOST_SITE:+:$HOST_SITE} PATH=$SITE/bin:$PATH WSRL_DATA_DIR=$DATA
+  # The checkout's code first: a fix made after the kit was built travels with the next call.
+  export PYTHONPATH=$PWD:$SITE${HOST_SITE:+:$HOST_SITE} PATH=$SITE/bin:$PATH WSRL_DATA_DIR=$DATA
   export PYTHONUNBUFFERED=1
   # The tiny policy's agent protocol (what it was bootstrapped on).
   export WSRL_AGENT_MODE=text WSRL_AGENT_HISTORY_STEPS=1 WSRL_AGENT_CONSTRAIN_ACTIONS=false

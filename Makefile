@@ -140,7 +140,7 @@ gpu-lock: setup  ## re-resolve docker/gpu/lock-cp312-cu130.txt (the GPU stack, h
 	$(PY) -m pip install -q "uv>=0.9"
 	$(PY) docker/gpu/kit.py lock --host $(GPU_HOST) --uv $(VENV)/bin/uv
 
-gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 60 MiB, manifest.json)
+gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 59 MiB, manifest.json)
 	test -f $(GPU_KIT_POLICY)/config.json || $(WSRL) policy bootstrap --out $(GPU_KIT_POLICY) --episodes 20 --epochs 1
 	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY)
 

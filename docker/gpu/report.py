@@ -57,7 +57,7 @@ def _cell(value: object) -> str:
 
 
 def summary(logs: Path) -> str:
-    out = ["", "## Train steps (verl's timings, seconds)", ""]
+    out = ["", "## Train steps (seconds: the loop's split of a step, verl's in the update)", ""]
     steps = _rows(
         "SELECT step, policy_version, rollouts_used, metrics FROM train_steps ORDER BY step"
     )
@@ -67,9 +67,9 @@ def summary(logs: Path) -> str:
             "version": s["policy_version"],
             "rollouts": s["rollouts_used"],
             **{
-                k.removeprefix("timing_s/"): v
+                k.removeprefix("time/").removeprefix("timing_s/"): v
                 for k, v in sorted(s["metrics"].items())
-                if k.startswith("timing_s/")
+                if k.startswith(("time/", "timing_s/"))
             },
         }
         for s in steps
@@ -82,7 +82,11 @@ def summary(logs: Path) -> str:
                 "SELECT policy_version, count(*) AS calls, "
                 "count(*) FILTER (WHERE response_token_ids IS NOT NULL) AS with_token_ids, "
                 "count(*) FILTER (WHERE response_logprobs IS NOT NULL) AS with_logprobs, "
-                "round(avg(latency_ms)::numeric, 1) AS mean_latency_ms "
+                "round(avg(latency_ms)::numeric, 1) AS mean_latency_ms, "
+                # token ids are packed int32 (app/db/types.py)
+                "sum(octet_length(response_token_ids) / 4) AS response_tokens, "
+                "round(avg(octet_length(response_token_ids) / 4 * 1000.0 "
+                "/ nullif(latency_ms, 0))::numeric, 1) AS tokens_per_s_per_call "
                 "FROM llm_calls GROUP BY policy_version ORDER BY policy_version"
             )
         )
@@ -140,6 +144,8 @@ def summary(logs: Path) -> str:
             line
             for line in trainer.read_text().splitlines()
             if re.search(r"Error|Traceback|FAILED", line)
+            # verl's notes on engines it was not installed with
+            and not re.search(r"engine is not available: ModuleNotFoundError", line)
         ]
         out += ["## Error lines of the trainer's log", "", "```", *errors[-30:], "```", ""]
     return "\n".join(out)

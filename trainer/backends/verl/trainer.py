@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -260,7 +261,9 @@ class WebShopPPOTrainer(RayPPOTrainer):
         batch.meta_info["images_seqlens"] = []
         if self.config.trainer.balance_batch:
             self._balance_batch(batch, metrics=metrics)
+        started = time.perf_counter()
         old_log_prob, _ = self._compute_old_log_prob(batch)
+        metrics["timing_s/old_log_prob"] = time.perf_counter() - started
         old_log_prob.batch.pop("entropys", None)
         batch = batch.union(old_log_prob)
         if self.use_reference_policy:
@@ -269,7 +272,9 @@ class WebShopPPOTrainer(RayPPOTrainer):
         batch.batch["token_level_scores"] = reward_tensor
         batch.batch["token_level_rewards"] = reward_tensor
         # Advantages were computed over rollouts in _batch (rollout_advantages).
+        started = time.perf_counter()
         output = self._update_actor(batch)
+        metrics["timing_s/update_actor"] = time.perf_counter() - started
         for key, values in output.meta_info["metrics"].items():
             metrics[key] = reduce_metric(key, values)
 

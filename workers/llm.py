@@ -75,6 +75,7 @@ class LLMClient:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
+        self._endpoints.close()
 
     def __enter__(self) -> LLMClient:
         return self

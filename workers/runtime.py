@@ -77,7 +77,7 @@ class WorkerRuntime:
         self.log_queue = PublishQueue(self.redis)
         self.env = EnvClient.from_settings(settings)
         self.llm = LLMClient(
-            settings, EndpointResolver(settings, self.redis, sessions=self.sessions)
+            settings, EndpointResolver(settings, self.redis, sessions=self.sessions, follow=True)
         )
         self.active = ActiveAttempts()
         self.worker = worker_name()

@@ -17,8 +17,10 @@ trainer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -282,6 +284,109 @@ def fallback_endpoint(settings: Settings) -> PolicyEndpoint | None:
     return PolicyEndpoint(base_url=settings.llm_base_url, model=settings.llm_model, version=0)
 
 
+class FollowedRecord:
+    """The endpoint record kept current by its announcements: a worker process's copy.
+
+    The synchronous twin of the API gateway's
+    :class:`~app.api.services.gateway_endpoint.AnnouncedEndpoint` (read its docstring for
+    why "from the next call on" still holds): a daemon thread flags each announcement on
+    ``channel`` and the next read GETs the key; otherwise the last read is reused, for at
+    most ``max_age_s`` (a key changed without an announcement, e.g. a flushed Redis, is
+    seen within that time). A broken subscription ends the thread and the next read
+    subscribes again, so a Redis restart costs a round trip or two, never a stale record.
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        key: str = ENDPOINT_KEY,
+        channel: str = ENDPOINT_CHANNEL,
+        max_age_s: float = 1.0,
+        subscribe_timeout_s: float = 5.0,
+    ) -> None:
+        self._redis = redis
+        self._key = key
+        self._channel = channel
+        self._max_age_s = max_age_s
+        self._subscribe_timeout_s = subscribe_timeout_s
+        self._lock = threading.Lock()  # one subscription, one read of the key at a time
+        self._listener: threading.Thread | None = None
+        self._pubsub: Any = None
+        self._announced = False
+        self._raw: bytes | str | None = None
+        self._read_at = float("-inf")
+
+    def _listening(self) -> bool:
+        return self._listener is not None and self._listener.is_alive()
+
+    def raw(self, *, fresh: bool = False) -> bytes | str | None:
+        """The record as published now (``fresh``: read the key whatever the announcements
+        say); raises :class:`RedisError` when Redis fails."""
+        if (
+            not fresh
+            and not self._announced
+            and time.monotonic() - self._read_at < self._max_age_s
+            and self._listening()
+        ):
+            return self._raw  # the common case: no round trip
+        with self._lock:
+            if not self._listening():
+                self._subscribe()
+            elif fresh or self._announced or time.monotonic() - self._read_at >= self._max_age_s:
+                self._read_key()
+            return self._raw
+
+    def close(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                pubsub.close()  # ends the listener's blocking read
+
+    def _subscribe(self) -> None:
+        """Subscribe, wait for the confirmation, then read the key: an announcement made
+        after that read is sure to reach the listener."""
+        self.close()
+        pubsub = self._redis.pubsub()
+        try:
+            pubsub.subscribe(self._channel)
+            deadline = time.monotonic() + self._subscribe_timeout_s
+            while True:
+                message = pubsub.get_message(timeout=self._subscribe_timeout_s)
+                if message is not None and message["type"] == "subscribe":
+                    break
+                if time.monotonic() > deadline:
+                    raise RedisError(f"subscription to {self._channel} not confirmed")
+            self._read_key()
+        except BaseException:
+            with contextlib.suppress(RedisError, OSError):
+                pubsub.close()
+            raise
+        self._pubsub = pubsub
+        self._listener = threading.Thread(
+            target=self._listen, args=(pubsub,), name="wsrl-endpoint-announcements", daemon=True
+        )
+        self._listener.start()
+
+    def _listen(self, pubsub: Any) -> None:
+        """Flag announcements (a hint: the key is the truth); end when the subscription
+        breaks, so that the next read subscribes again."""
+        try:
+            for message in pubsub.listen():
+                if message["type"] == "message":
+                    self._announced = True
+        except (RedisError, OSError, ValueError, AttributeError) as exc:
+            # (closed under the loop: redis-py raises what the torn-down socket gives)
+            if self._pubsub is pubsub:
+                logger.info("policy endpoint announcements lost (%s); resubscribing", exc)
+
+    def _read_key(self) -> None:
+        self._announced = False  # before the GET: an announcement during it reads again
+        self._raw = cast("bytes | str | None", self._redis.get(self._key))
+        self._read_at = time.monotonic()
+
+
 class EndpointResolver:
     """Finds the endpoint to call, per call: Redis first, then Postgres, then the settings.
 
@@ -294,8 +399,9 @@ class EndpointResolver:
     fifth of a worker's CPU at 32 concurrent episodes). A record seen in Redis ends the
     window at once, so a version lost from Redis after it was read is restored on the next
     call; one published and lost within the window without a call reading it is restored
-    at most ``recheck_s`` later. Thread-safe as long as the Redis client is (redis-py
-    clients are).
+    at most ``recheck_s`` later. With ``follow`` (the workers) the record is read through a
+    :class:`FollowedRecord` instead of a GET per call. Thread-safe as long as the Redis
+    client is (redis-py clients are).
     """
 
     def __init__(
@@ -307,11 +413,13 @@ class EndpointResolver:
         key: str = ENDPOINT_KEY,
         sleep: Callable[[float], None] = time.sleep,
         recheck_s: float = 1.0,
+        follow: bool = False,
     ) -> None:
         self._settings = settings
         self._redis = redis
         self._sessions = sessions
         self._key = key
+        self._followed = FollowedRecord(redis, key=key) if follow and redis is not None else None
         self._sleep = sleep
         # The last record read and its parse: the record changes rarely, the GET is per call.
         self._last: tuple[bytes | str, PolicyEndpoint] | None = None
@@ -319,8 +427,15 @@ class EndpointResolver:
         # Until when (monotonic) Postgres' "no active version" answer is used again.
         self._unrecorded_until = float("-inf")
 
-    def _published(self, redis: Redis) -> PolicyEndpoint | None:
-        raw = cast("bytes | str | None", redis.get(self._key))
+    def close(self) -> None:
+        if self._followed is not None:
+            self._followed.close()
+
+    def _published(self, redis: Redis, *, fresh: bool = False) -> PolicyEndpoint | None:
+        if self._followed is not None:
+            raw = self._followed.raw(fresh=fresh)
+        else:
+            raw = cast("bytes | str | None", redis.get(self._key))
         if raw is None:
             return None
         self._unrecorded_until = float("-inf")
@@ -338,7 +453,7 @@ class EndpointResolver:
             with self._sessions() as session:
                 restore_endpoint(session, redis, key=self._key)
             # Read back: another thread may have restored it, or a trainer published anew.
-            published = self._published(redis)
+            published = self._published(redis, fresh=True)
         except (RedisError, SQLAlchemyError) as exc:
             raise EndpointUnavailable(f"cannot restore the policy endpoint: {exc}") from exc
         if published is None:

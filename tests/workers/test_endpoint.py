@@ -17,10 +17,12 @@ from app.core.endpoint import (
     EndpointResolver,
     EndpointStatus,
     EndpointUnavailable,
+    FollowedRecord,
     PolicyEndpoint,
     publish_endpoint,
     read_endpoint,
     restore_endpoint,
+    withdraw_endpoint,
 )
 from app.core.llm import LLMUnavailable
 from app.db.lifecycle import PolicyVersionStatus
@@ -250,3 +252,109 @@ def test_paused_too_long_raises_unavailable(
         pytest.raises(LLMUnavailable, match=r"policy endpoint v9 paused for more than 0\.3s"),
     ):
         llm.chat(MESSAGES)
+
+
+class CountingRedis(redis.Redis):
+    """A real client that counts its GETs (the round trips following saves)."""
+
+    gets = 0
+
+    def get(self, name):  # type: ignore[override]
+        self.gets += 1
+        return super().get(name)
+
+
+def _until(predicate, timeout_s: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+def test_followed_record_reads_the_key_again_only_after_an_announcement(
+    redis_url: str, redis_client: redis.Redis, key: str
+) -> None:
+    channel = f"{key}:announce"
+    counting = CountingRedis.from_url(redis_url)
+    record = FollowedRecord(counting, key=key, channel=channel, max_age_s=60)
+    try:
+        v1 = PolicyEndpoint("http://127.0.0.1:9/v1", "qwen", 1)
+        publish_endpoint(redis_client, v1, key=key, channel=channel)
+        assert PolicyEndpoint.from_json(record.raw()) == v1
+        gets = counting.gets
+        for _ in range(50):
+            assert PolicyEndpoint.from_json(record.raw()) == v1
+        assert counting.gets == gets  # no round trip while nothing is announced
+
+        paused = PolicyEndpoint("http://127.0.0.1:9/v1", "qwen", 1, EndpointStatus.PAUSED)
+        publish_endpoint(redis_client, paused, key=key, channel=channel)
+        assert _until(lambda: PolicyEndpoint.from_json(record.raw()) == paused)
+        assert counting.gets == gets + 1
+
+        withdraw_endpoint(redis_client, key=key, channel=channel)
+        assert _until(lambda: record.raw() is None)
+    finally:
+        record.close()
+        counting.close()
+
+
+def test_followed_record_sees_an_unannounced_change_within_max_age(
+    redis_client: redis.Redis, key: str
+) -> None:
+    record = FollowedRecord(redis_client, key=key, channel=f"{key}:announce", max_age_s=0.2)
+    try:
+        assert record.raw() is None
+        redis_client.set(key, PolicyEndpoint("http://x/v1", "m", 4).to_json())  # no announcement
+        assert record.raw() is None  # within max_age_s the last read stands
+        time.sleep(0.25)
+        assert PolicyEndpoint.from_json(record.raw()).version == 4
+        redis_client.delete(key)
+        assert record.raw(fresh=True) is None  # fresh: whatever the announcements say
+    finally:
+        record.close()
+
+
+def test_followed_record_resubscribes_after_its_connection_is_killed(
+    redis_client: redis.Redis, key: str
+) -> None:
+    channel = f"{key}:announce"
+    record = FollowedRecord(redis_client, key=key, channel=channel, max_age_s=60)
+    try:
+        publish_endpoint(
+            redis_client, PolicyEndpoint("http://x/v1", "m", 1), key=key, channel=channel
+        )
+        assert PolicyEndpoint.from_json(record.raw()).version == 1
+        host, port = record._pubsub.connection._sock.getsockname()[:2]
+        redis_client.client_kill_filter(_id=None, addr=f"{host}:{port}")
+        # Lost with the connection: this announcement reaches no one ...
+        redis_client.set(key, PolicyEndpoint("http://x/v1", "m", 2).to_json())
+        assert _until(lambda: not record._listening())
+        # ... and the next read subscribes again and reads the key.
+        assert PolicyEndpoint.from_json(record.raw()).version == 2
+        publish_endpoint(
+            redis_client, PolicyEndpoint("http://x/v1", "m", 3), key=key, channel=channel
+        )
+        assert _until(lambda: PolicyEndpoint.from_json(record.raw()).version == 3)
+    finally:
+        record.close()
+
+
+def test_following_resolver_restores_a_lost_record_at_the_next_call(
+    redis_client: redis.Redis, key: str, make_settings, recorded
+) -> None:
+    """Postgres still holds the active version: a record deleted from Redis without an
+    announcement is restored once the follower's last read is older than its max age."""
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1")
+    resolver = EndpointResolver(settings, redis_client, key=key, sessions=recorded, follow=True)
+    expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
+    try:
+        assert resolver.current() == expected
+        redis_client.delete(key)
+        assert resolver.current() == expected  # the last read stands (max age 1 s) ...
+        time.sleep(1.05)
+        assert resolver.current() == expected  # ... then the key is read, found missing
+        assert read_endpoint(redis_client, key=key) == expected, "written back to Redis"
+    finally:
+        resolver.close()

@@ -67,7 +67,7 @@ logger = logging.getLogger(__name__)
 class TrainBackend(Protocol):
     """What the loop needs from a backend: the update and the weights, nothing of Postgres.
 
-    The local backend (:class:`trainer.local_run.LocalTraining`) trains in this process
+    The local backend (:class:`trainer.backends.local.run.LocalBackend`) trains in this process
     and serves on an in-process policy server; verl's
     (:class:`trainer.backends.verl.trainer.VerlBackend`) trains with Ray/FSDP and serves
     from vLLM replicas.

@@ -53,6 +53,7 @@ from app.core.endpoint import EndpointStatus, next_version, resume_version
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
+from app.webshop.success import success_rate
 from trainer.batches import Selection
 from trainer.config import TrainerConfig
 from trainer.publish import Publisher, committed_step
@@ -150,12 +151,12 @@ def episode_returns(records: Sequence[RolloutRecord], config: TrainerConfig) -> 
 
 
 def batch_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
-    """Reward and success of the rollouts trained on (success = reward 1, as WebShop)."""
+    """Reward and success of the rollouts trained on (:mod:`app.webshop.success`)."""
     rewards = [r.reward for r in records]
     return {
         "reward/mean": statistics.fmean(rewards) if rewards else 0.0,
         "reward/std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
-        "reward/success": sum(r == 1.0 for r in rewards) / max(len(rewards), 1),
+        "reward/success": success_rate(rewards),
         "batch/rollouts": float(len(rewards)),
     }
 

@@ -15,6 +15,7 @@ from app.db import migrate
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode, RolloutStatus
 from app.db.models import PolicyVersion, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.webshop.success import is_success
 from trainer.backends.local.run import start_local_run
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions
@@ -61,7 +62,7 @@ def add_eval_round(session, version: int, rewards: list[float]) -> None:
             mode=RolloutMode.EVAL,
             status=RolloutStatus.SUCCEEDED,
             reward=reward,
-            success=reward == 1.0,
+            success=is_success(reward),
             policy_version_min=version,
             policy_version_max=version,
         )

@@ -38,6 +38,7 @@ from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.performance import evaluation_rounds, version_span
 from app.db.session import session_scope
+from app.webshop.success import is_success
 
 
 @dataclass
@@ -76,7 +77,7 @@ class EpisodeTally:
     def summary(self) -> str:
         elapsed = max(time.monotonic() - self.since, 1e-9)
         mean = sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
-        solved = sum(r == 1.0 for r in self.rewards)
+        solved = sum(map(is_success, self.rewards))
         return (
             f"running {len(self.running)} | succeeded {self.succeeded} "
             f"({self.succeeded / elapsed:.2f}/s) | failed {self.failed} | "

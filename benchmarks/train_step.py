@@ -3,7 +3,7 @@
 Creates a scratch database on the server of ``--database-url`` (dropped at the end),
 inserts ``--steps x --groups`` complete GRPO groups of multi-turn rollouts (synthetic
 token ids, ``--calls`` LLM calls per rollout, each prompt extending the previous one), then
-runs the real loop (:func:`trainer.local_run.start_local_trainer`, no enqueueing) and
+runs the real loop (:func:`trainer.backends.local.run.start_local_run`, no enqueueing) and
 prints the mean seconds of each phase (wait, batch, update, checkpoint, commit, sync,
 publish) and the update's tokens/s (generated tokens, and all tokens forwarded).
 
@@ -31,8 +31,8 @@ from app.db import migrate
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer.backends.local.run import start_local_run
 from trainer.config import TrainerConfig
-from trainer.local_run import start_local_trainer
 from trainer.loop import LoopOptions
 
 PHASES = ("wait", "batch", "update", "checkpoint", "commit", "sync", "publish", "step")
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, url: str) -> None:
             lr=1e-5,
         )
         options = LoopOptions(checkpoint_dir=Path(data_dir) / "ckpt", poll_s=0.05)
-        trainer = start_local_trainer(settings, config, args.model, options, enqueue=False)
+        trainer = start_local_run(settings, config, args.model, options, enqueue=False)
         try:
             results = trainer.loop.run(steps=args.steps, wait_timeout_s=30)
         finally:

@@ -320,37 +320,37 @@ def check_verl(checks: Checks, tiny: Path, attn: str) -> None:
 
 def check_local(checks: Checks, tiny: Path, device: str = "cuda") -> None:
     """The local backend on ``device``: its forward against what the policy server recorded."""
-    from trainer.backends.local import LocalBackend
+    from trainer.backends.local.learner import Learner
+    from trainer.backends.local.run import LocalBackend
     from trainer.config import TrainerConfig
-    from trainer.local_run import LocalTraining
     from trainer.loop import LoopOptions
     from trainer.policy_server import PolicyServer
 
     config = TrainerConfig(group_size=4, batch_groups=3, device=device, lr=1e-3)
-    backend = LocalBackend(tiny, config)
-    server = PolicyServer(copy.deepcopy(backend.model), backend.tokenizer)
+    learner = Learner(tiny, config)
+    server = PolicyServer(copy.deepcopy(learner.model), learner.tokenizer)
     with tempfile.TemporaryDirectory() as folder:
-        training = LocalTraining(backend, server, config, LoopOptions(checkpoint_dir=Path(folder)))
+        backend = LocalBackend(learner, server, config, LoopOptions(checkpoint_dir=Path(folder)))
 
         def recorded_vs_forward(seed: int) -> torch.Tensor:
-            records = episodes(server.model, backend.tokenizer, groups=2, n=4, seed=seed)
-            samples, _ = training.prepare(records)
-            batch = backend.collate(samples)
+            records = episodes(server.model, learner.tokenizer, groups=2, n=4, seed=seed)
+            samples, _ = backend.prepare(records)
+            batch = learner.collate(samples)
             mask = batch.loss_mask.bool()
-            return (backend.logprobs(batch) - batch.rollout_logprobs).abs()[mask], samples
+            return (learner.logprobs(batch) - batch.rollout_logprobs).abs()[mask], samples
 
         diff, samples = recorded_vs_forward(seed=1)
         checks.expect(
-            f"local backend on {device}: recorded log-probs = trainer forward",
+            f"local learner on {device}: recorded log-probs = trainer forward",
             float(diff.max()) < 1e-4,
             f"max |diff| {float(diff.max()):.3g} over {diff.numel()} tokens "
-            f"({next(backend.model.parameters()).dtype})",
+            f"({next(learner.model.parameters()).dtype})",
         )
-        metrics = training.update(samples, step=1, version=1)
-        training.swap(1)
+        metrics = backend.update(samples, step=1, version=1)
+        backend.swap(1)
         diff, _ = recorded_vs_forward(seed=2)
         checks.expect(
-            f"local backend on {device}: update, swap, recorded = forward of the new weights",
+            f"local learner on {device}: update, swap, recorded = forward of the new weights",
             float(diff.max()) < 1e-4 and server.version == 1,
             f"update {metrics['perf/update_s']:.2f} s, grad_norm "
             f"{metrics['actor/grad_norm']:.3g}; max |diff| {float(diff.max()):.3g}",

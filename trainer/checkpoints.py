@@ -45,15 +45,16 @@ class Checkpoint:
 
 
 def save_checkpoint(
-    directory: Path, step: int, version: int, backend: Any, extra: dict[str, Any] | None = None
+    directory: Path, step: int, version: int, learner: Any, extra: dict[str, Any] | None = None
 ) -> Checkpoint:
-    """Write ``backend`` (a LocalBackend: ``save`` + ``optimizer``) as step ``step``."""
+    """Write ``learner`` (a :class:`~trainer.backends.local.learner.Learner`: ``save`` +
+    ``optimizer``) as step ``step``."""
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"{PREFIX}{step:06d}"
     tmp = directory / f".tmp-{PREFIX}{step:06d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    backend.save(tmp)
-    torch.save(backend.optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+    learner.save(tmp)
+    torch.save(learner.optimizer.state_dict(), tmp / OPTIMIZER_FILE)
     state = {"step": step, "version": version, "saved_at": time.time(), **(extra or {})}
     (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
     if final.exists():  # a previous attempt of this step that was never committed

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from trainer.backends import choices, get_backend
+
 SAMPLE_MODES = ("transition", "trajectory")
 WEIGHTINGS = ("token", "rollout")
 LOSS_AGG_MODES = (
@@ -311,6 +313,12 @@ class VerlSection:
 
 
 TINY = "tiny"
+"""The model name of the bundled tiny policy (``wsrl policy bootstrap``)."""
+
+
+def tiny_policy_path(data_dir: Path, seed: int = 0) -> Path:
+    """Where ``wsrl policy bootstrap`` (default options) writes the tiny policy."""
+    return data_dir / "policy" / f"tiny-{seed}"
 
 
 @dataclass
@@ -318,7 +326,7 @@ class RunConfig:
     """One training run, whichever backend trains it. Built validated: a bad value fails
     at construction with a fix in the message."""
 
-    backend: str = knob("local", "local (this process) or verl (GPUs).")
+    backend: str = knob("local", f"{choices()}.")
     model: str = knob(TINY, "Checkpoint folder to start from, or 'tiny' (bootstrapped).")
     steps: int | None = knob(None, "Steps to train in this run (default: forever).")
     preset: str = knob("grpo", "grpo, dr_grpo, rloo or gspo.")
@@ -329,6 +337,7 @@ class RunConfig:
     verl: VerlSection = field(default_factory=VerlSection)
 
     def __post_init__(self) -> None:
+        get_backend(self.backend)
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}: use one of {sorted(PRESETS)}.")
         if self.steps is not None and self.steps < 1:

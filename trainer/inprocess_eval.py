@@ -13,6 +13,7 @@ from typing import Any
 
 from app.core.agent import DEFAULT_HISTORY_STEPS
 from app.webshop.env import WebShopEnv
+from app.webshop.success import success_rate
 from trainer.generation import GenerationRequest, generate_batch
 from trainer.play import LocalEpisode
 
@@ -27,7 +28,7 @@ class EvalResult:
 
     @property
     def success_rate(self) -> float:
-        return sum(r == 1.0 for r in self.rewards) / max(len(self.rewards), 1)
+        return success_rate(self.rewards)
 
     @property
     def mean_reward(self) -> float:

@@ -53,6 +53,7 @@ from app.core.endpoint import EndpointStatus, next_version, resume_version
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
+from app.webshop.success import success_rate
 from trainer.batches import Selection
 from trainer.config import TrainerConfig
 from trainer.publish import Publisher, committed_step
@@ -67,7 +68,7 @@ logger = logging.getLogger(__name__)
 class TrainBackend(Protocol):
     """What the loop needs from a backend: the update and the weights, nothing of Postgres.
 
-    The local backend (:class:`trainer.local_run.LocalTraining`) trains in this process
+    The local backend (:class:`trainer.backends.local.run.LocalBackend`) trains in this process
     and serves on an in-process policy server; verl's
     (:class:`trainer.backends.verl.trainer.VerlBackend`) trains with Ray/FSDP and serves
     from vLLM replicas.
@@ -150,12 +151,12 @@ def episode_returns(records: Sequence[RolloutRecord], config: TrainerConfig) -> 
 
 
 def batch_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
-    """Reward and success of the rollouts trained on (success = reward 1, as WebShop)."""
+    """Reward and success of the rollouts trained on (:mod:`app.webshop.success`)."""
     rewards = [r.reward for r in records]
     return {
         "reward/mean": statistics.fmean(rewards) if rewards else 0.0,
         "reward/std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
-        "reward/success": sum(r == 1.0 for r in rewards) / max(len(rewards), 1),
+        "reward/success": success_rate(rewards),
         "batch/rollouts": float(len(rewards)),
     }
 

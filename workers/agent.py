@@ -33,6 +33,7 @@ from app.core.env_client import EnvClient, EnvError
 from app.core.llm import LLMCall, Sampling
 from app.core.opening import OPENING_INFO, play_opening
 from app.db.lifecycle import RolloutStart
+from app.webshop.success import is_success
 from workers.llm import LLMClient
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,8 @@ def run_episode(
             logger.warning("could not close env session %s: %s", session.session_id, exc)
     done = last is not None and last.done
     reward = last.reward if done and last is not None else 0.0
-    _emit(recorder, f"[DONE] {reward:.4g} {len(steps)} {'SUCCESS' if reward == 1.0 else 'FAIL'}")
+    verdict = "SUCCESS" if is_success(reward) else "FAIL"
+    _emit(recorder, f"[DONE] {reward:.4g} {len(steps)} {verdict}")
     return EpisodeResult(
         goal_id=goal_id,
         session_id=session.session_id,

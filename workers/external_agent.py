@@ -40,6 +40,7 @@ from app.core.env_client import EnvClient, EnvError
 from app.core.gateway_keys import attempt_key
 from app.core.llm import Sampling
 from app.db.models import LlmCall
+from app.webshop.success import is_success
 from workers.agent import EpisodeRecorder
 
 if TYPE_CHECKING:
@@ -207,7 +208,8 @@ def run_external_episode(
             "agent %s reported %d steps, the env counted %d", agent_url, answer.steps, num_steps
         )
     reward = float(summary.get("reward") or 0.0)
-    _emit(recorder, f"[DONE] {reward:.4g} {num_steps} {'SUCCESS' if reward == 1.0 else 'FAIL'}")
+    verdict = "SUCCESS" if is_success(reward) else "FAIL"
+    _emit(recorder, f"[DONE] {reward:.4g} {num_steps} {verdict}")
     versions = (
         (calls.version_min, calls.version_max)
         if calls.version_min is not None and calls.version_max is not None

@@ -30,6 +30,7 @@ from app.db.lifecycle import (
     check_transition,
 )
 from app.db.models import Attempt, LlmCall, Rollout, Step
+from app.webshop.success import is_success
 
 STEP_COLUMNS = frozenset(c.key for c in Step.__table__.columns) - {"id"}
 CALL_COLUMNS = frozenset(c.key for c in LlmCall.__table__.columns) - {"id"}
@@ -365,10 +366,10 @@ def finish_attempt(
 
     Returns False (and writes nothing) when the attempt was superseded or the rollout was
     cancelled meanwhile: exactly one attempt of a finished rollout is ``succeeded``.
-    ``success`` is ``reward == 1.0``; the policy versions seen are ``policy_versions``
-    when the caller saw every LLM call of the attempt (the built-in agent), else they are
-    read from the attempt's recorded calls (calls through the gateway). Core statements,
-    as in :func:`start_attempt`.
+    ``success`` is :func:`app.webshop.success.is_success` of the reward; the policy versions
+    seen are ``policy_versions`` when the caller saw every LLM call of the attempt (the
+    built-in agent), else they are read from the attempt's recorded calls (calls through
+    the gateway). Core statements, as in :func:`start_attempt`.
     """
     attempt, rollout = _lock_attempt_row(session, attempt_id)
     if attempt.status != AttemptStatus.RUNNING:
@@ -402,7 +403,7 @@ def finish_attempt(
         "attempt_id": attempt_id,
         "owner_id": rollout.id,
         "r_reward": outcome.reward,
-        "r_success": outcome.reward == 1.0,
+        "r_success": is_success(outcome.reward),
         "r_steps": outcome.num_steps,
         "r_parts": outcome.reward_parts,
         "v_min": low,

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from app.commands import fail
 from app.commands.logs import new_run
+from trainer.backends import StartError
 from trainer.config import RunConfig, Schedule, TrainerConfig, defaults, dev_default, help_of
 
 R = defaults(RunConfig)
@@ -159,9 +160,12 @@ def dev(
     _prepare(settings)
     _check_ports(settings)
     if model is None:
-        from app.commands.train import ensure_tiny_policy
+        from trainer.backends.local.entry import ensure_tiny_policy
 
-        model = ensure_tiny_policy(settings.data_dir)
+        try:
+            model = ensure_tiny_policy(settings.data_dir)
+        except StartError as exc:
+            raise fail(exc) from exc
     run_log, children_logs = new_run(settings.data_dir)
     out = RunOutput(run_log)
     supervisor = Supervisor(children_logs, env=_child_env(settings, model))

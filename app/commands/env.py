@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from app.webshop.success import success_rate
+
 env_cli = typer.Typer(help="The WebShop environment: catalog, baselines.", no_args_is_help=True)
 
 
@@ -76,6 +78,6 @@ def baseline(
             rewards.append(run_agent(env, policy, goal_index, max_steps).reward)
             progress.advance(task)
     score = 100 * statistics.fmean(rewards)
-    success = 100 * sum(r == 1.0 for r in rewards) / len(rewards)
+    success = 100 * success_rate(rewards)
     typer.echo(f"agent={agent} goals={goal_kind} split={split} episodes={len(rewards)}")
     typer.echo(f"score={score:.1f} success={success:.1f}%")

@@ -34,6 +34,7 @@ from rich.console import Console
 
 from app.commands import fail
 from app.core.failures import infrastructure_reason
+from app.webshop.success import success_rate
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -82,7 +83,7 @@ def score_of(outcomes: Sequence[Outcome]) -> EvalScore:
     reasons = Counter(_short_reason(o.last_error or o.status) for o in failed)
     return EvalScore(
         score=100 * sum(values) / len(values) if values else 0.0,
-        success=100 * sum(v == 1.0 for v in values) / len(values) if values else 0.0,
+        success=100 * success_rate(values),
         episodes=len(values),
         failed=len(failed),
         infrastructure=sum(infrastructure_reason(o.last_error) for o in failed),

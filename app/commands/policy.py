@@ -58,6 +58,7 @@ def bootstrap_command(
     from app.progress import WorkProgress
     from app.webshop.env import WebShopEnv
     from trainer.bootstrap import BootstrapConfig, bootstrap
+    from trainer.config import tiny_policy_path
     from trainer.tiny_policy import TinySize
 
     settings = get_settings()
@@ -73,7 +74,7 @@ def bootstrap_command(
         epochs=epochs or BootstrapConfig.epochs,
         size=size,
     )
-    target = out or settings.data_dir / "policy" / f"tiny-{seed}"
+    target = out or tiny_policy_path(settings.data_dir, seed)
     env = WebShopEnv.load(
         settings.env_data,
         settings.env_goals,

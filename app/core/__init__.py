@@ -8,4 +8,5 @@ and the database.
 * :mod:`app.core.llm`: the LLM wire contract (sampling, parsing, the recorded call).
 * :mod:`app.core.env_client` / :mod:`app.core.http_pool`: the env server's HTTP client.
 * :mod:`app.core.gateway_keys`: per-attempt keys of the LLM gateway.
+* :mod:`app.core.preflight`: the checks every training run needs (``wsrl doctor``).
 """

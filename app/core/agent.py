@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.core.llm import LLMCall
+from app.webshop.success import is_success
 
 DEFAULT_HISTORY_STEPS = 4
 HISTORY_OBSERVATION_CHARS = 200
@@ -149,7 +150,7 @@ class EpisodeResult:
 
     @property
     def success(self) -> bool:
-        return self.reward == 1.0
+        return is_success(self.reward)
 
 
 # --- prompt ------------------------------------------------------------------------------

@@ -9,21 +9,21 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.commands.doctor import (
-    disk_check,
-    gpu_checks,
-    model_check,
-    needs_flash_attn,
-    service_checks,
-    settings_check,
-)
 from app.config import Settings
+from app.core.preflight import service_checks
 from app.db import migrate
 from app.db.models import Goal
 from app.db.session import make_engine, session_scope
 
 pytest.importorskip("verl")
 from trainer.backends.verl.config import load_config
+from trainer.backends.verl.doctor import (
+    disk_check,
+    gpu_checks,
+    model_check,
+    needs_flash_attn,
+    settings_check,
+)
 
 runner = CliRunner()
 DEAD = "127.0.0.1:9"

@@ -64,12 +64,12 @@ def test_tiny_policy_with_mismatched_worker_settings_is_refused_before_bootstrap
 ) -> None:
     """`docker compose --profile dev up` with `.env`'s tools mode and 4 history steps: the
     trainer says so at once, not after the 10-17 minutes of bootstrapping the tiny policy."""
-    from app.commands import train
+    from trainer.backends.local import entry
 
     bootstrapped: list[object] = []
     settings = test_settings.model_copy(update={"agent_history_steps": 4, "agent_mode": "tools"})
     monkeypatch.setattr("app.config.get_settings", lambda: settings)
-    monkeypatch.setattr(train, "ensure_tiny_policy", bootstrapped.append)
+    monkeypatch.setattr(entry, "ensure_tiny_policy", bootstrapped.append)
     result = runner.invoke(cli, ["train", "--backend", "local", "--model", "tiny"])
     assert result.exit_code == 1, result.output
     assert not bootstrapped, "the bootstrap started before the settings were checked"

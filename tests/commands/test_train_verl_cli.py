@@ -56,12 +56,13 @@ def test_the_verl_run_receives_lr_group_size_and_discount() -> None:
     """`wsrl train --backend verl --lr 1e-6 --group-size 8 --step-discount 1.0` used to
     return into the verl run before reading them."""
     pytest.importorskip("verl")
-    from app.commands.train import FLAGS, build_run, verl_overrides
+    from app.commands.train import FLAGS, build_run
     from trainer.backends.verl.config import load_config
+    from trainer.backends.verl.entry import verl_overrides
 
     given = {"lr": 1e-6, "group_size": 8, "step_discount": 1.0, "eval_every": 3}
     run = build_run({**given, "backend": "verl", "config": "fast"})
-    config = load_config("fast", verl_overrides(run, set(given)))
+    config = load_config("fast", verl_overrides(run, {FLAGS[name] for name in given}))
     assert config.actor_rollout_ref.actor.optim.lr == 1e-6
     assert config.actor_rollout_ref.rollout.n == 8
     assert config.webshop.step_discount == 1.0

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, PolicyVersion, Rollout, Step
 from app.db.session import session_scope
+from app.webshop.success import is_success
 
 TOKEN = "api-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -71,7 +72,7 @@ class Rows:
                     mode=mode,
                     status=status,
                     reward=reward,
-                    success=None if reward is None else reward == 1.0,
+                    success=None if reward is None else is_success(reward),
                     policy_version_min=versions[0] if versions else None,
                     policy_version_max=versions[1] if versions else None,
                     finished_at=finished,

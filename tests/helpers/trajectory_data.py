@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import session_scope
+from app.webshop.success import is_success
 
 
 @dataclass
@@ -115,7 +116,7 @@ def insert_dataset(engine: Engine, base_goal_id: int = 900_000) -> Dataset:
                 status=status,
                 attempts=len(attempts),
                 reward=reward,
-                success=None if reward is None else reward == 1.0,
+                success=None if reward is None else is_success(reward),
                 num_steps=len(attempts[-1][1]) if reward is not None else None,
                 reward_parts=None if reward is None else {"r_type": reward, "w_att": 0.5},
                 policy_version_min=versions[0] if versions else None,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from app.webshop.env import WebShopEnv
 from app.webshop.pages import Page
-from trainer.backends.local import LocalBackend
+from trainer.backends.local.learner import Learner
 from trainer.generation import GenerationRequest, generate_batch
 from trainer.play import LocalEpisode
 from trainer.tiny_policy import TinySize, build_model, train_tokenizer
@@ -63,7 +63,7 @@ def item_page_episode(env: WebShopEnv, goal_id: int) -> LocalEpisode:
     return episode
 
 
-def held_out(backend: LocalBackend, env: WebShopEnv, run: Run) -> tuple[float, float]:
+def held_out(backend: Learner, env: WebShopEnv, run: Run) -> tuple[float, float]:
     """(mean reward, success rate) greedy on the first ``eval_goals`` test goals."""
     model, tokenizer = backend.model.eval(), backend.tokenizer
     episodes = [item_page_episode(env, g) for g in env.goal_ids("test")[: run.eval_goals]]

@@ -107,7 +107,7 @@ def test_the_return_is_discounted_per_policy_step_after_the_first() -> None:
 def test_of_two_rollouts_that_buy_the_same_the_shorter_gets_the_higher_advantage() -> None:
     """A detour (a sub-page, leaving and coming back) scores below going straight, which
     the reward alone does not tell (the local backend's prepare, as the loop calls it)."""
-    from trainer.local_run import LocalTraining
+    from trainer.backends.local.run import LocalBackend
     from trainer.loop import episode_returns
     from trainer.samples import CallRecord, RolloutRecord
 
@@ -119,7 +119,7 @@ def test_of_two_rollouts_that_buy_the_same_the_shorter_gets_the_higher_advantage
     advantage = {}
     for discount in (0.95, 1.0):
         config = TrainerConfig(step_discount=discount)
-        run = LocalTraining(None, None, config, None)  # type: ignore[arg-type]
+        run = LocalBackend(None, None, config, None)  # type: ignore[arg-type]
         samples, _ = run.prepare(records, episode_returns(records, config))
         advantage[discount] = {s.rollout_id: s.advantage for s in samples}
     assert advantage[0.95]["straight"] > advantage[0.95]["detour"] > 0 > advantage[0.95]["none"]

@@ -33,9 +33,9 @@ from app.core.env_client import EnvClient
 from app.db.models import Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.env import WebShopEnv
-from trainer import local_run
+from trainer.backends.local import run as local_run
+from trainer.backends.local.run import start_local_run
 from trainer.config import TrainerConfig
-from trainer.local_run import start_local_trainer
 from trainer.loop import LoopOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -98,7 +98,7 @@ def loop_run(
         seed=RUN.seed,
     )
     options = LoopOptions(checkpoint_dir=tmp_path / "checkpoints", poll_s=0.2)
-    trainer = start_local_trainer(
+    trainer = start_local_run(
         settings,
         config,
         checkpoint,
@@ -107,9 +107,9 @@ def loop_run(
         train_starts=("item",),
     )
     try:
-        before = held_out(trainer.backend, env, RUN)
+        before = held_out(trainer.learner, env, RUN)
         results = trainer.loop.run(steps=RUN.steps, wait_timeout_s=300)
-        after = held_out(trainer.backend, env, RUN)
+        after = held_out(trainer.learner, env, RUN)
     finally:
         trainer.close()
     assert len(results) == RUN.steps, "the loop stopped waiting for groups"

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from trainer.backends.local import LocalBackend
+from trainer.backends.local.learner import Learner
 from trainer.config import TrainerConfig
 from trainer.samples import Sample
 from trainer.tensors import (
@@ -29,13 +29,13 @@ SAMPLES = [
 ]
 
 
-def response_logprob(backend: LocalBackend, s: Sample) -> float:
+def response_logprob(backend: Learner, s: Sample) -> float:
     lp = backend.logprobs(collate([s], backend.pad_id))  # (1, T-1)
     return float((lp * torch.tensor(s.loss_mask[1:])).sum())
 
 
 def test_logprobs_shape_and_values_are_log_probabilities(tiny_checkpoint) -> None:
-    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    backend = Learner(tiny_checkpoint, TrainerConfig())
     batch = collate(SAMPLES, backend.pad_id)
     lp = backend.logprobs(batch)
     assert lp.shape == (3, batch.input_ids.shape[1] - 1)
@@ -44,7 +44,7 @@ def test_logprobs_shape_and_values_are_log_probabilities(tiny_checkpoint) -> Non
 
 def test_update_moves_probability_towards_positive_advantage(tiny_checkpoint) -> None:
     config = TrainerConfig(lr=3e-3, micro_batch_size=2, grad_clip=1.0)
-    backend = LocalBackend(tiny_checkpoint, config)
+    backend = Learner(tiny_checkpoint, config)
     good, bad = response_logprob(backend, SAMPLES[0]), response_logprob(backend, SAMPLES[1])
     for _ in range(5):
         metrics = backend.update(SAMPLES)
@@ -59,7 +59,7 @@ def test_update_moves_probability_towards_positive_advantage(tiny_checkpoint) ->
 def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_checkpoint) -> None:
     grads = []
     for micro in (1, 3):
-        backend = LocalBackend(tiny_checkpoint, TrainerConfig(micro_batch_size=micro, lr=1e-9))
+        backend = Learner(tiny_checkpoint, TrainerConfig(micro_batch_size=micro, lr=1e-9))
         backend.update(SAMPLES)
         grads.append(torch.cat([p.grad.flatten() for p in backend.model.parameters()]))
     assert torch.allclose(grads[0], grads[1], atol=1e-5)
@@ -67,14 +67,14 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_checkpoint) ->
 
 def test_rollout_logprobs_used_when_not_recomputed(tiny_checkpoint) -> None:
     config = TrainerConfig(recompute_old_logprobs=False, lr=1e-4)
-    metrics = LocalBackend(tiny_checkpoint, config).update(SAMPLES)
+    metrics = Learner(tiny_checkpoint, config).update(SAMPLES)
     # rollout logprobs (-1.0) differ from the model's: the ratio is far from 1, so clipping
     assert metrics["actor/pg_clipfrac"] > 0
     assert "actor/rollout_vs_old_logprob_abs_diff" not in metrics
 
 
 def test_kl_to_reference_reported_and_zero_before_any_step(tiny_checkpoint) -> None:
-    backend = LocalBackend(tiny_checkpoint, TrainerConfig(kl_coef=0.1, lr=1e-3))
+    backend = Learner(tiny_checkpoint, TrainerConfig(kl_coef=0.1, lr=1e-3))
     assert backend.reference is not None
     first = backend.update(SAMPLES)
     second = backend.update(SAMPLES)
@@ -84,11 +84,11 @@ def test_kl_to_reference_reported_and_zero_before_any_step(tiny_checkpoint) -> N
 
 def test_empty_update_rejected(tiny_checkpoint) -> None:
     with pytest.raises(ValueError, match="at least one sample"):
-        LocalBackend(tiny_checkpoint, TrainerConfig()).update([])
+        Learner(tiny_checkpoint, TrainerConfig()).update([])
 
 
 def test_save_writes_a_loadable_checkpoint(tiny_checkpoint, tmp_path) -> None:
-    backend = LocalBackend(tiny_checkpoint, TrainerConfig(lr=1e-2))
+    backend = Learner(tiny_checkpoint, TrainerConfig(lr=1e-2))
     backend.update(SAMPLES)
     out = backend.save(tmp_path / "step-1")
     model = AutoModelForCausalLM.from_pretrained(str(out))
@@ -104,7 +104,7 @@ def test_save_writes_a_loadable_checkpoint(tiny_checkpoint, tmp_path) -> None:
 
 
 def test_head_only_stats_equal_full_logits_on_generated_tokens(tiny_checkpoint) -> None:
-    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    backend = Learner(tiny_checkpoint, TrainerConfig())
     assert backend._head_only  # a Qwen2 checkpoint: logits are lm_head(hidden)
     batch = collate(SAMPLES, backend.pad_id)
     model = backend.model
@@ -120,7 +120,7 @@ def test_head_only_stats_equal_full_logits_on_generated_tokens(tiny_checkpoint) 
 
 
 def test_logit_post_processing_falls_back_to_full_logits(tiny_checkpoint) -> None:
-    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    backend = Learner(tiny_checkpoint, TrainerConfig())
     original = backend.model.forward
 
     def soft_capped(*args, **kwargs):  # logits changed after the head, as Gemma 2 does
@@ -133,7 +133,7 @@ def test_logit_post_processing_falls_back_to_full_logits(tiny_checkpoint) -> Non
 
 
 def test_a_model_without_a_separate_decoder_uses_full_logits(tiny_checkpoint) -> None:
-    backend = LocalBackend(tiny_checkpoint, TrainerConfig())
+    backend = Learner(tiny_checkpoint, TrainerConfig())
 
     def no_decoder():
         raise NotImplementedError("this architecture exposes no decoder")

@@ -27,8 +27,8 @@ from app.db.lifecycle import PolicyVersionStatus, RolloutMode
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
+from trainer.backends.local.run import LocalRun, start_local_run
 from trainer.config import TrainerConfig
-from trainer.local_run import LocalTrainer, start_local_trainer
 from trainer.loop import LoopOptions, TrainLoop
 from trainer.scheduler import Scheduler
 
@@ -44,9 +44,9 @@ def sessions(fresh_settings: Settings) -> Iterator:
     engine.dispose()
 
 
-def start(settings: Settings, model: Path, config: TrainerConfig = CONFIG) -> LocalTrainer:
+def start(settings: Settings, model: Path, config: TrainerConfig = CONFIG) -> LocalRun:
     options = LoopOptions(checkpoint_dir=settings.data_dir / "ckpt", poll_s=0.1)
-    return start_local_trainer(settings, config, model, options, enqueue=False)
+    return start_local_run(settings, config, model, options, enqueue=False)
 
 
 def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
@@ -139,9 +139,9 @@ def test_restart_resumes_from_checkpoint_and_discards_uncommitted_one(
         assert (trainer.loop.step, trainer.loop.version) == (1, 1)
         # A crash after step 2's checkpoint was written but before its commit:
         uncommitted = checkpoints.save_checkpoint(
-            trainer.loop.options.checkpoint_dir, 2, 2, trainer.backend
+            trainer.loop.options.checkpoint_dir, 2, 2, trainer.learner
         )
-        weights = {k: v.clone() for k, v in trainer.backend.model.state_dict().items()}
+        weights = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
     finally:
         trainer.close()
     again = start(fresh_settings, tiny_checkpoint, config)
@@ -149,9 +149,9 @@ def test_restart_resumes_from_checkpoint_and_discards_uncommitted_one(
         assert not uncommitted.path.exists()
         assert (again.loop.step, again.loop.version) == (1, 1)
         assert again.resumed_from is not None and again.resumed_from.name == "step-000001"
-        restored = again.backend.model.state_dict()
+        restored = again.learner.model.state_dict()
         assert all((restored[k] == v).all() for k, v in weights.items())
-        assert again.backend.optimizer.state  # AdamW moments came back too
+        assert again.learner.optimizer.state  # AdamW moments came back too
         results = again.loop.run(steps=2, wait_timeout_s=10)
         assert [(r.step, r.version) for r in results] == [(2, 2), (3, 3)]
     finally:
@@ -188,11 +188,11 @@ def test_groups_with_equal_rewards_are_used_up_without_an_update(
         groups = [add_group(session, [S, S], rewards=[0.0, 0.0]) for _ in range(2)]
     trainer = start(fresh_settings, tiny_checkpoint)
     try:
-        weights = {k: v.clone() for k, v in trainer.backend.model.state_dict().items()}
+        weights = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
         [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
         assert result.version == 0 and result.metrics["update/skipped"] == 1.0
         assert result.metrics["batch/zero_variance_groups"] == 2.0
-        after = trainer.backend.model.state_dict()
+        after = trainer.learner.model.state_dict()
         assert all((after[k] == v).all() for k, v in weights.items())
         assert read_endpoint(trainer.redis).version == 0
     finally:
@@ -211,10 +211,10 @@ def test_stop_event_ends_a_waiting_loop(fresh_settings: Settings, tiny_checkpoin
     assert isinstance(trainer.loop, TrainLoop)
 
 
-def start_evaluating(settings: Settings, model: Path, options: LoopOptions) -> LocalTrainer:
+def start_evaluating(settings: Settings, model: Path, options: LoopOptions) -> LocalRun:
     """A trainer whose scheduler queues evaluations of 2 goals and no train groups (target
     0), so the batches are the test's own."""
-    trainer = start_local_trainer(settings, CONFIG, model, options, enqueue=False)
+    trainer = start_local_run(settings, CONFIG, model, options, enqueue=False)
     trainer.loop.scheduler = Scheduler(
         create_celery(settings), settings, group_size=2, target_groups=0, eval_goals=2
     )
@@ -261,7 +261,7 @@ def test_the_published_endpoint_names_the_advertised_host(
     import httpx
 
     options = LoopOptions(checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.1)
-    trainer = start_local_trainer(
+    trainer = start_local_run(
         fresh_settings,
         CONFIG,
         tiny_checkpoint,

@@ -20,8 +20,8 @@ from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
+from trainer.backends.local.run import start_local_run
 from trainer.config import TrainerConfig
-from trainer.local_run import start_local_trainer
 from trainer.loop import LoopOptions
 from trainer.tiny_policy import TinySize, build_model, train_tokenizer
 
@@ -139,7 +139,7 @@ def test_workers_keep_running_through_syncs(
         options = LoopOptions(
             checkpoint_dir=tmp_path / "ckpt", poll_s=0.2, skip_zero_variance=False
         )
-        trainer = start_local_trainer(
+        trainer = start_local_run(
             settings,
             config,
             long_context_checkpoint,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainer.backends.local import LocalBackend
+from trainer.backends.local.learner import Learner
 from trainer.config import TrainerConfig
 from trainer.policy_server import PolicyServer, ServerHandle
 from trainer.samples import Sample
@@ -21,12 +21,12 @@ MESSAGES = [
 
 
 @pytest.fixture(scope="module")
-def backend(tiny_checkpoint) -> LocalBackend:
-    return LocalBackend(tiny_checkpoint, TrainerConfig(lr=1e-2))
+def backend(tiny_checkpoint) -> Learner:
+    return Learner(tiny_checkpoint, TrainerConfig(lr=1e-2))
 
 
 @pytest.fixture(scope="module")
-def served(backend: LocalBackend) -> Iterator[tuple[PolicyServer, ServerHandle]]:
+def served(backend: Learner) -> Iterator[tuple[PolicyServer, ServerHandle]]:
     server = PolicyServer(backend.model, backend.tokenizer, version=3, gather_ms=50)
     handle = server.start()
     yield server, handle
@@ -47,7 +47,7 @@ def test_models_lists_the_policy(client: openai.OpenAI) -> None:
     assert [m.id for m in client.models.list().data] == ["policy"]
 
 
-def test_logprobs_equal_trainer_forward_pass(client, backend: LocalBackend) -> None:
+def test_logprobs_equal_trainer_forward_pass(client, backend: Learner) -> None:
     response = chat(client, temperature=1.0, seed=7, extra_body={"return_token_ids": True})
     raw = response.model_dump()
     prompt, choice = raw["prompt_token_ids"], raw["choices"][0]

@@ -15,8 +15,9 @@ from app.db import migrate
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode, RolloutStatus
 from app.db.models import PolicyVersion, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.webshop.success import is_success
+from trainer.backends.local.run import start_local_run
 from trainer.config import TrainerConfig
-from trainer.local_run import start_local_trainer
 from trainer.loop import LoopOptions
 from trainer.tracking import MetricsLogger, parse_backends, round_metrics, wilson_interval
 
@@ -61,7 +62,7 @@ def add_eval_round(session, version: int, rewards: list[float]) -> None:
             mode=RolloutMode.EVAL,
             status=RolloutStatus.SUCCEEDED,
             reward=reward,
-            success=reward == 1.0,
+            success=is_success(reward),
             policy_version_min=version,
             policy_version_max=version,
         )
@@ -88,7 +89,7 @@ def local_run(make_database: Callable[[], str], test_settings: Settings, tmp_pat
 
 def test_local_run_writes_step_and_eval_curves(local_run, tiny_checkpoint: Path) -> None:
     settings, sessions, engine, metrics, options = local_run
-    trainer = start_local_trainer(
+    trainer = start_local_run(
         settings, CONFIG, tiny_checkpoint, options, enqueue=False, metrics=metrics
     )
     try:

@@ -346,9 +346,9 @@ def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> No
     batch builder give the same per-rollout return and advantage. Two rollouts that buy the
     same in 2 and 4 steps differ only by the discount, which the verl backend used to drop
     (it scored the raw reward)."""
+    from trainer.backends.local.run import LocalBackend
     from trainer.backends.verl.config import load_config, trainer_config
     from trainer.backends.verl.trainer import VerlBackend, WebShopPPOTrainer
-    from trainer.local_run import LocalTraining
     from trainer.loop import episode_returns
 
     config = load_config(
@@ -374,7 +374,7 @@ def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> No
     returns = episode_returns(records, shared)
     assert returns["straight"] > returns["detour"] > returns["none"] == 0.0
 
-    local_samples, _ = LocalTraining(None, None, shared, None).prepare(records, returns)  # type: ignore[arg-type]
+    local_samples, _ = LocalBackend(None, None, shared, None).prepare(records, returns)  # type: ignore[arg-type]
     local = {s.rollout_id: s.advantage for s in local_samples}
 
     trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)

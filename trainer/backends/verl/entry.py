@@ -1,4 +1,9 @@
-"""``wsrl train --backend verl``: compose the config, start Ray, run the trainer in a task actor.
+"""``wsrl train --backend verl`` and ``wsrl doctor --backend verl`` (its entry in
+:data:`trainer.backends.BACKENDS`): compose the config, start Ray, run the trainer in a
+task actor.
+
+The options typed on ``wsrl train`` become Hydra overrides of the named config
+(:func:`verl_overrides`), before the user's own ``--override`` (which win).
 
 Mirrors verl's ``main_ppo_v0``: ``run_ppo`` starts Ray and a task-runner actor whose
 ``run`` builds the workers and the trainer. Ours builds :class:`WebShopPPOTrainer` with the
@@ -9,12 +14,23 @@ the shared loop inside the actor, since connections do not cross process boundar
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from trainer.backends.verl.config import check_checkpoint_disk, load_config
+from app.config import Settings, get_settings
+from app.core.preflight import Check
+from trainer.backends import ConfigValue, StartError
+from trainer.backends.verl.config import (
+    VERL_KEYS,
+    check_checkpoint_disk,
+    load_config,
+    run_overrides,
+)
+from trainer.backends.verl.doctor import verl_checks
+from trainer.config import PRESETS, TINY, RunConfig, tiny_policy_path
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +39,6 @@ def make_metrics_logger(config: DictConfig) -> Any:
     """The metrics logger of the local backend too (:mod:`trainer.tracking`): the backends
     of ``WSRL_METRICS_LOGGERS`` plus those of verl's ``trainer.logger`` (console aside:
     the step line is logged anyway)."""
-    from omegaconf import OmegaConf
-
-    from app.config import get_settings
     from trainer.tracking import MetricsLogger, metrics_dir, parse_backends, run_name
 
     settings = get_settings()
@@ -80,16 +93,78 @@ def _runner_class() -> Any:
     return WebShopTaskRunner
 
 
-def train(config_name: str, overrides: Sequence[str] = ()) -> None:
+def _typed(run: RunConfig, given: set[str]) -> dict[str, str]:
+    """Each run-configuration path the user set -> the path of the option that set it
+    (``preset`` sets several algorithm fields)."""
+    typed = {path: path for path in given}
+    if "preset" in given:
+        typed |= {f"algorithm.{key}": "preset" for key in PRESETS[run.preset]}
+    return typed
+
+
+def verl_overrides(run: RunConfig, given: set[str]) -> list[str]:
+    """The Hydra overrides of the verl config that the typed options make, then the user's
+    own ``--override`` (which win)."""
+    paths = set(_typed(run, given))
+    if run.model == TINY and "model" in paths:
+        run = replace(run, model=str(tiny_policy_path(get_settings().data_dir)))
+    return [*run_overrides(run, paths), *run.verl.overrides]
+
+
+def _load(run: RunConfig, overrides: Sequence[str]) -> DictConfig:
+    try:
+        return load_config(run.verl.config, overrides)
+    except ValueError as exc:  # an unknown or invalid config
+        raise StartError(str(exc)) from exc
+
+
+def resolved_config(run: RunConfig, given: set[str]) -> list[ConfigValue]:
+    config = _load(run, verl_overrides(run, given))
+    typed = _typed(run, given)
+    user = {o.split("=", 1)[0] for o in run.verl.overrides}
+    values = []
+    for path, key in VERL_KEYS.items():
+        value = OmegaConf.select(config, key)
+        if key in user:
+            values.append(ConfigValue(key, value, path, source="--override"))
+        else:
+            source = f"config {run.verl.config}"
+            values.append(ConfigValue(key, value, path, typed.get(path), source))
+    return values
+
+
+def checks(settings: Settings, run: RunConfig, given: set[str]) -> list[Check]:
+    return verl_checks(settings, _load(run, verl_overrides(run, given)), run.verl.config)
+
+
+def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[str], None]) -> None:
+    """`wsrl doctor`'s checks first (unless ``verl.preflight`` is off), before minutes of
+    Ray, FSDP and vLLM start-up. Goals may be missing: the trainer loads them on its
+    first request."""
+    try:
+        overrides = verl_overrides(run, given)
+        if run.verl.preflight:
+            found = [c for c in checks(settings, run, given) if c.name != "goals"]
+            if not all(c.ok for c in found):
+                raise StartError(
+                    "the preflight failed: fix the above (wsrl doctor re-checks), or "
+                    "--no-preflight",
+                    found,
+                )
+        run_verl(settings, run.verl.config, overrides)
+    except (ValueError, RuntimeError) as exc:
+        raise StartError(str(exc)) from exc
+
+
+def run_verl(settings: Settings, config_name: str, overrides: Sequence[str] = ()) -> None:
     """Trains with verl on GPUs until ``trainer.total_training_steps``."""
     import torch
 
-    from app.config import get_settings
     from app.core.agent import check_agent_settings
 
     config = load_config(config_name, overrides)
     check_agent_settings(
-        get_settings(),
+        settings,
         f"the verl config {config_name!r} (webshop.max_turns, webshop.agent_mode; verl "
         "computes logprobs without the decoding masks, so replies must not be constrained)",
         max_steps=config.webshop.max_turns,

@@ -1,10 +1,10 @@
 """Wiring of a local training run: database, Redis, policy server, backend, scheduler, loop.
 
-:class:`LocalTraining` is the local backend as the shared loop sees it
-(:class:`~trainer.loop.TrainBackend`). :func:`start_local_trainer` resumes from the newest
-committed checkpoint (or the given model), serves those weights on an in-process policy
-server, publishes them as ``serving`` and returns a ready :class:`~trainer.loop.TrainLoop`.
-Used by ``wsrl train``, the tests and the benchmark.
+:class:`LocalBackend` is the local backend as the shared loop sees it
+(:class:`~trainer.loop.TrainBackend`), updating a :class:`~.learner.Learner`.
+:func:`start_local_run` resumes from the newest committed checkpoint (or the given model),
+serves those weights on an in-process policy server, publishes them as ``serving`` and
+returns a ready :class:`LocalRun`. Used by ``wsrl train``, the tests and the benchmark.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from app.config import Settings
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
 from trainer.algorithms import rollout_advantages
-from trainer.backends.local import LocalBackend
+from trainer.backends.local.learner import Learner
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
 from trainer.policy_server import PolicyServer, ServerHandle
@@ -36,7 +36,7 @@ from trainer.tracking import MetricsLogger
 logger = logging.getLogger(__name__)
 
 
-class LocalTraining:
+class LocalBackend:
     """The local backend in the loop: samples and advantages of
     :mod:`trainer.algorithms`, an update in this process, :mod:`trainer.checkpoints`, and a
     copy of the weights swapped into the in-process policy server (which keeps serving
@@ -46,12 +46,12 @@ class LocalTraining:
 
     def __init__(
         self,
-        backend: LocalBackend,
+        learner: Learner,
         server: PolicyServer,
         config: TrainerConfig,
         options: LoopOptions,
     ) -> None:
-        self.backend, self.server, self.config, self.options = backend, server, config, options
+        self.learner, self.server, self.config, self.options = learner, server, config, options
 
     def prepare(
         self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
@@ -69,8 +69,8 @@ class LocalTraining:
         return samples or None, stats.as_metrics()
 
     def update(self, batch: list[Sample], step: int, version: int) -> dict[str, float]:
-        metrics = self.backend.update(batch)
-        self.backend.version = version
+        metrics = self.learner.update(batch)
+        self.learner.version = version
         return metrics
 
     def save(self, step: int, version: int) -> str:
@@ -78,10 +78,10 @@ class LocalTraining:
         (all of them are committed: an uncommitted one is removed on restart)."""
         directory = self.options.checkpoint_dir
         checkpoints.prune(directory, self.options.keep_checkpoints)
-        return str(checkpoints.save_checkpoint(directory, step, version, self.backend).path)
+        return str(checkpoints.save_checkpoint(directory, step, version, self.learner).path)
 
     def swap(self, version: int) -> None:
-        self.server.swap(copy.deepcopy(self.backend.model), version)
+        self.server.swap(copy.deepcopy(self.learner.model), version)
 
 
 def resume_point(
@@ -102,19 +102,16 @@ def resume_point(
 
 
 @dataclass
-class LocalTrainer:
-    """A started run; :meth:`close` stops the policy server and the clients."""
+class LocalRun:
+    """A started run; :meth:`close` stops the policy server and the clients. ``learner``
+    is the policy being trained (its model, optimizer and tokenizer)."""
 
     loop: TrainLoop
+    learner: Learner
     handle: ServerHandle
     engine: Engine
     redis: Redis
     resumed_from: Path | None
-
-    @property
-    def backend(self) -> LocalBackend:
-        """The policy being trained (its model, optimizer and tokenizer)."""
-        return self.loop.backend.backend  # type: ignore[attr-defined]
 
     @property
     def base_url(self) -> str:
@@ -141,7 +138,7 @@ def default_checkpoint_dir(settings: Settings) -> Path:
     return settings.data_dir / "trainer" / "checkpoints"
 
 
-def start_local_trainer(
+def start_local_run(
     settings: Settings,
     config: TrainerConfig,
     model_path: Path,
@@ -158,9 +155,9 @@ def start_local_trainer(
     advertise_host: str | None = None,
     model_name: str = "policy",
     metrics: MetricsLogger | None = None,
-) -> LocalTrainer:
+) -> LocalRun:
     """Resume (or start) a run and publish its weights; the caller runs ``loop.run``.
-    ``metrics`` receives every step (closed by :meth:`LocalTrainer.close`). Train groups
+    ``metrics`` receives every step (closed by :meth:`LocalRun.close`). Train groups
     start where ``train_starts`` says (:class:`~trainer.scheduler.Scheduler`).
 
     The policy server listens on ``policy_host:policy_port``; the published endpoint names
@@ -170,13 +167,13 @@ def start_local_trainer(
     sessions = make_sessionmaker(engine)
     checkpoint, done, version = resume_point(sessions, options.checkpoint_dir)
     source = checkpoint.path if checkpoint else model_path
-    backend = LocalBackend(source, config, version=version)
+    learner = Learner(source, config, version=version)
     if checkpoint is not None:
-        checkpoint.load_optimizer(backend.optimizer)
+        checkpoint.load_optimizer(learner.optimizer)
     logger.info("trainer starts after step %d from %s as policy version %d", done, source, version)
     server = PolicyServer(
-        copy.deepcopy(backend.model),
-        backend.tokenizer,
+        copy.deepcopy(learner.model),
+        learner.tokenizer,
         version=version,
         model_name=model_name,
         default_max_tokens=settings.llm_max_tokens,
@@ -201,7 +198,7 @@ def start_local_trainer(
         config,
         options,
         sessions,
-        LocalTraining(backend, server, config, options),
+        LocalBackend(learner, server, config, options),
         publisher,
         scheduler,
         step=done,
@@ -209,4 +206,5 @@ def start_local_trainer(
         metrics=metrics,
     )
     loop.publish_current(str(source))
-    return LocalTrainer(loop, handle, engine, redis, checkpoint.path if checkpoint else None)
+    resumed_from = checkpoint.path if checkpoint else None
+    return LocalRun(loop, learner, handle, engine, redis, resumed_from)

@@ -1,6 +1,7 @@
-"""The built-in backend: a transformers causal LM updated in this process (CPU or one GPU).
+"""The local backend's learner: a transformers causal LM updated in this process (CPU or one
+GPU).
 
-One :meth:`LocalBackend.update` is one optimizer step per epoch over the whole batch:
+One :meth:`Learner.update` is one optimizer step per epoch over the whole batch:
 micro-batches accumulate gradients and verl's batch-wide normalisation makes the sum equal
 to the full-batch loss.
 """
@@ -33,7 +34,7 @@ from trainer.tensors import (
 logger = logging.getLogger(__name__)
 
 
-class LocalBackend:
+class Learner:
     """Owns the policy (and optional frozen reference), its optimizer and its version."""
 
     def __init__(self, model_path: str | Path, config: TrainerConfig, version: int = 0) -> None:

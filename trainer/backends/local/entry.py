@@ -1,0 +1,175 @@
+"""``wsrl train --backend local`` and ``wsrl doctor --backend local`` (its entry in
+:data:`trainer.backends.BACKENDS`).
+
+The trainer keeps ``batch_groups x (1 + max_staleness)`` GRPO groups queued, trains on
+complete groups within the staleness bound, serves its weights on an in-process
+OpenAI-compatible policy server and republishes the endpoint in Redis after every update.
+A signal (Ctrl-C / SIGTERM) ends the run after the current step; running it again resumes
+from the last committed checkpoint under ``<data_dir>/trainer/checkpoints``.
+
+torch loads when the run starts, not for ``--print-config`` or the preflight.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from app.config import ServicesNotRunningError, Settings
+from app.core.agent import AgentSettingsMismatch, check_agent_settings
+from app.core.enqueue import EnqueueError, ensure_goals
+from app.core.env_client import EnvError
+from app.core.preflight import Check, service_checks
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer.backends import ConfigValue, StartError
+from trainer.config import TINY, RunConfig, tiny_policy_path
+from trainer.loop import LoopOptions
+from trainer.tracking import MetricsLogger
+
+SECTIONS = ("", "algorithm", "sampling", "schedule", "local")
+"""The sections of the run configuration the local backend reads."""
+
+
+def ensure_tiny_policy(data_dir: Path) -> Path:
+    """Run ``wsrl policy bootstrap`` (a no-op when its checkpoint is cached)."""
+    target = tiny_policy_path(data_dir)
+    command = [sys.executable, "-m", "app.cli", "policy", "bootstrap", "--out", str(target)]
+    if subprocess.run(command, check=False).returncode != 0:
+        raise StartError("`wsrl policy bootstrap` failed; see its output above")
+    return target
+
+
+def resolved_config(run: RunConfig, given: set[str]) -> list[ConfigValue]:
+    values = []
+    for section in SECTIONS:
+        obj = getattr(run, section) if section else run
+        for f in fields(obj):
+            if is_dataclass(getattr(obj, f.name)):
+                continue
+            path = f"{section}.{f.name}" if section else f.name
+            typed = path if path in given else None
+            values.append(ConfigValue(path, getattr(obj, f.name), path, typed))
+    return values
+
+
+def checks(settings: Settings, run: RunConfig, given: set[str]) -> list[Check]:
+    return service_checks(settings, "train")
+
+
+def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[str], None]) -> None:
+    try:
+        settings.resolved_database_url()
+        settings.resolved_redis_url()
+    except ServicesNotRunningError as exc:
+        raise StartError(str(exc)) from exc
+    if run.model == TINY:  # before the minutes of bootstrapping it
+        _check_bootstrap_settings(settings, None)
+    model_path = ensure_tiny_policy(settings.data_dir) if run.model == TINY else Path(run.model)
+    if not (model_path / "config.json").is_file():
+        raise StartError(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
+    _check_bootstrap_settings(settings, model_path)
+    _run(settings, model_path, run, echo)
+
+
+def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> None:
+    """A bootstrapped policy was trained on prompts with a set history length: the workers
+    must prompt it the same way. ``model_path`` None: the tiny policy that
+    ``wsrl policy bootstrap`` builds with its defaults."""
+    from trainer.bootstrap import MANIFEST, BootstrapConfig  # torch
+
+    if model_path is None:
+        history, source = BootstrapConfig().history_steps, "the tiny policy's bootstrap"
+    else:
+        manifest = model_path / MANIFEST
+        if not manifest.is_file():
+            return
+        history = json.loads(manifest.read_text()).get("history_steps")
+        source = f"the policy's bootstrap ({manifest})"
+    try:
+        check_agent_settings(settings, source, history_steps=history, mode="text")
+    except AgentSettingsMismatch as exc:
+        raise StartError(str(exc)) from exc
+
+
+def _sync_goals(settings: Settings, split: str, echo: Callable[[str], None]) -> None:
+    """Load the env server's goals into Postgres when the split has none yet."""
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            added = ensure_goals(session, settings, split)
+        if added:
+            echo(f"loaded {added} goals from {settings.env_url}")
+    except EnqueueError as exc:
+        raise StartError(f"{exc}; use --split") from exc
+    except EnvError as exc:
+        raise StartError(f"{exc} (start it with `wsrl env serve`, or use --no-enqueue)") from exc
+    finally:
+        engine.dispose()
+
+
+def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[str], None]) -> None:
+    from trainer.backends.local.run import default_checkpoint_dir, start_local_run  # torch
+
+    try:
+        metrics = MetricsLogger.from_settings(settings, "local", config=asdict(run.algorithm))
+    except ValueError as exc:
+        raise StartError(str(exc)) from exc
+    if run.local.enqueue:
+        _sync_goals(settings, run.schedule.split, echo)
+    options = LoopOptions(
+        checkpoint_dir=run.local.checkpoint_dir or default_checkpoint_dir(settings),
+        poll_s=run.local.poll_s,
+        eval_every=run.schedule.eval_every,
+    )
+    sampling = asdict(run.sampling)
+    local_run = start_local_run(
+        settings,
+        run.algorithm,
+        model_path,
+        options,
+        enqueue=run.local.enqueue,
+        sampling=sampling,
+        split=run.schedule.split,
+        train_starts=run.schedule.train_starts,
+        eval_goals=run.schedule.eval_goals,
+        eval_sampling={**sampling, "temperature": run.schedule.eval_temperature},
+        policy_port=run.local.policy_port,
+        policy_host=run.local.policy_host,
+        advertise_host=run.local.advertise_host,
+        metrics=metrics,
+    )
+    loop = local_run.loop
+    source = local_run.resumed_from or model_path
+    echo(
+        f"trainer: policy v{loop.version} from {source} served at {local_run.base_url}; "
+        f"next step {loop.step + 1}"
+    )
+    if metrics.backends:
+        echo(f"trainer: metrics to {', '.join(metrics.backends)}")
+    if metrics.run_dir.is_dir():
+        echo(f"trainer: curves in {metrics.run_dir}")
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        loop.run(run.steps, stop, on_step=lambda result: echo(step_line(result)))
+    finally:
+        local_run.close()
+
+
+def step_line(result: Any) -> str:
+    """The line printed after each step."""
+    m = result.metrics
+    return (
+        f"step {result.step} v{result.version} reward {m['reward/mean']:.3f} "
+        f"success {m['reward/success']:.1%} rollouts {result.rollouts} "
+        f"loss {m.get('losses/total', float('nan')):.4f} step {m['time/step_s']:.1f}s "
+        f"(wait {m['time/wait_s']:.1f}s)"
+    )

@@ -247,19 +247,13 @@ def _tagger_text(health: dict[str, Any]) -> str:
 
 
 def settings_check(settings: Any, config: Any, config_name: str) -> Check:
-    """The workers play as the trainer's config expects (one source: the WSRL_ settings)."""
-    from app.core.agent import check_agent_settings
+    """No explicit agent setting of this host contradicts the protocol the config trains
+    for (the trainer publishes it; workers play it)."""
+    from trainer.backends.verl.config import agent_protocol_of
 
     def probe() -> str:
-        check_agent_settings(
-            settings,
-            f"the verl config {config_name!r} (verl computes logprobs without the decoding "
-            "masks, so replies must not be constrained)",
-            max_steps=config.webshop.max_turns,
-            mode=config.webshop.agent_mode,
-            constrained_replies=False,
-        )
-        return f"WSRL_MAX_STEPS={settings.max_steps}, WSRL_AGENT_MODE={settings.agent_mode}"
+        protocol = agent_protocol_of(config, settings, config_name)
+        return f"published with each version: {protocol.describe()}"
 
     return _check("agent settings", probe, "see the detail")
 

@@ -315,23 +315,16 @@ def _print_verl_config(run: RunConfig, overrides: list[str], given: set[str]) ->
 
 
 def _check_bootstrap_settings(settings, model_path: Path | None) -> None:
-    """A bootstrapped policy was trained on prompts with a set history length: the workers
-    must prompt it the same way. ``model_path`` None: the tiny policy that
-    ``wsrl policy bootstrap`` builds with its defaults."""
-    from app.core.agent import AgentSettingsMismatch, check_agent_settings
-    from trainer.bootstrap import MANIFEST, BootstrapConfig
+    """A bootstrapped policy was trained on prompts with a set history length, in text mode:
+    the trainer publishes that protocol, and refuses settings given explicitly that say
+    otherwise. ``model_path`` None: the tiny policy that ``wsrl policy bootstrap`` builds
+    with its defaults."""
+    from app.core.agent import AgentProtocolMismatch
+    from trainer.bootstrap import policy_protocol
 
-    if model_path is None:
-        history, source = BootstrapConfig().history_steps, "the tiny policy's bootstrap"
-    else:
-        manifest = model_path / MANIFEST
-        if not manifest.is_file():
-            return
-        history = json.loads(manifest.read_text()).get("history_steps")
-        source = f"the policy's bootstrap ({manifest})"
     try:
-        check_agent_settings(settings, source, history_steps=history, mode="text")
-    except AgentSettingsMismatch as exc:
+        policy_protocol(settings, model_path)
+    except AgentProtocolMismatch as exc:
         raise fail(exc) from exc
 
 

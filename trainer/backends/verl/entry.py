@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from trainer.backends.verl.config import check_checkpoint_disk, load_config
+from trainer.backends.verl.config import agent_protocol_of, check_checkpoint_disk, load_config
 
 logger = logging.getLogger(__name__)
 
@@ -85,17 +85,9 @@ def train(config_name: str, overrides: Sequence[str] = ()) -> None:
     import torch
 
     from app.config import get_settings
-    from app.core.agent import check_agent_settings
 
     config = load_config(config_name, overrides)
-    check_agent_settings(
-        get_settings(),
-        f"the verl config {config_name!r} (webshop.max_turns, webshop.agent_mode; verl "
-        "computes logprobs without the decoding masks, so replies must not be constrained)",
-        max_steps=config.webshop.max_turns,
-        mode=config.webshop.agent_mode,
-        constrained_replies=False,
-    )
+    agent_protocol_of(config, get_settings(), config_name)
     if not torch.cuda.is_available():
         raise RuntimeError(
             "the verl backend needs NVIDIA GPUs (vLLM + FSDP); none is visible. Use "

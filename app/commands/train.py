@@ -10,7 +10,6 @@ the last committed checkpoint under ``<data_dir>/trainer/checkpoints``.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys

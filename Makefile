@@ -89,18 +89,7 @@ eval: setup  ## evaluate the published policy on LIMIT test goals (default 100)
 .env:
 	cp .env.example .env
 
-# The agent settings of the tiny policy (bootstrapped on history_steps=1). dev-docker writes
-# them into .env, which every later compose command reads: set on its command line only, they
-# were lost to the next one (make scale recreated the workers with .env's 4 steps of history
-# and unconstrained replies while the trainer kept serving the tiny policy).
-DEV_AGENT := AGENT_HISTORY_STEPS=1 AGENT_MODE=text AGENT_CONSTRAIN_ACTIONS=true
-
 dev-docker: .env  ## Docker Compose stack with the CPU trainer (profile dev), detached
-	@awk -v kvs="$(DEV_AGENT)" 'BEGIN { n = split(kvs, kv, " "); \
-	    for (i = 1; i <= n; i++) { split(kv[i], p, "="); want[p[1]] = kv[i] } } \
-	  { split($$0, p, "="); if (p[1] in want) { print want[p[1]]; done[p[1]] = 1 } else print } \
-	  END { for (k in want) if (!(k in done)) print want[k] }' .env > .env.tmp && cat .env.tmp > .env && rm .env.tmp
-	@echo ".env: $(DEV_AGENT) (the tiny policy's agent settings)"
 	$(COMPOSE) --profile dev up -d --build
 
 scale:  ## run N rollout worker containers: make scale N=4

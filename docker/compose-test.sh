@@ -24,8 +24,9 @@
 # bootstraps a very small tiny policy on the stack's catalog, then trains it in the stack
 # with the service's own command (published as trainer-cpu:8100): train steps committed, a
 # weight update, the worker containers playing against the updated version, the published
-# version risen, a clean stop. The stack runs with `make dev-docker`'s agent settings
-# (AGENT_HISTORY_STEPS=1, AGENT_MODE=text, AGENT_CONSTRAIN_ACTIONS=true).
+# version risen, a clean stop. The workers have no agent settings of their own: they play
+# the protocol the CPU trainer publishes (text mode, its bootstrap's history of 1,
+# constrained replies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -95,17 +96,13 @@ EOF
 
 write_env() {
   {
-    grep -v -E '^(API_PORT|WEBSHOP_PORT|FLOWER_PORT|WSRL_API_TOKEN|WORKER_CONCURRENCY|TORCH_INDEX_URL|PYTHON_IMAGE|POSTGRES_IMAGE|REDIS_IMAGE|AGENT_HISTORY_STEPS|AGENT_MODE|AGENT_CONSTRAIN_ACTIONS)=' .env.example
+    grep -v -E '^(API_PORT|WEBSHOP_PORT|FLOWER_PORT|WSRL_API_TOKEN|WORKER_CONCURRENCY|TORCH_INDEX_URL|PYTHON_IMAGE|POSTGRES_IMAGE|REDIS_IMAGE)=' .env.example
     echo "API_PORT=127.0.0.1:$API"
     echo "WEBSHOP_PORT=127.0.0.1:$ENV"
     echo "FLOWER_PORT=127.0.0.1:$FLOWER"
     echo "WSRL_API_TOKEN=$TOKEN"
     echo "WORKER_CONCURRENCY=2"
     echo "TORCH_INDEX_URL="
-    # The agent settings `make dev-docker` writes into .env (what the tiny policy is bootstrapped on)
-    echo "AGENT_HISTORY_STEPS=1"
-    echo "AGENT_MODE=text"
-    echo "AGENT_CONSTRAIN_ACTIONS=true"
     echo "TEST_POSTGRES_PORT=$PG"
     echo "TEST_REDIS_PORT=$REDIS"
     echo "TEST_LLM_LATENCY_MS=150"
@@ -264,8 +261,8 @@ check_down_up() {
 # The dev profile's CPU trainer, in the stack. One container of the service, started with
 # its network alias (`run --use-aliases`: the workers reach it as trainer-cpu, the name it
 # advertises): torch's CPU build and no CUDA package, the training stack imports; `wsrl
-# policy bootstrap` of a very small tiny policy (history_steps=1, what the workers play
-# with: AGENT_HISTORY_STEPS=1, as `make dev-docker` writes it); then the service's own command
+# policy bootstrap` of a very small tiny policy (history_steps=1, which the trainer publishes
+# and the workers play); then the service's own command
 # on that checkpoint, with groups of 4 starting on the item page (where that policy's
 # rewards differ within a group; from the search page it never buys, every group scores 0
 # and no step updates the weights). Checked from the host while it runs: train steps

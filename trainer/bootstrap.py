@@ -21,6 +21,7 @@ import tokenizers
 import torch
 import transformers
 
+from app.core.agent import AgentProtocol, agent_protocol
 from app.webshop.env import WebShopEnv
 from trainer import demonstrations
 from trainer.copy_pretraining import CopyTask, copy_pretrain
@@ -196,6 +197,25 @@ def supervised(
         logger.info("epoch loss %.4f (%d steps)", sum(losses) / max(len(losses), 1), step)
     model.eval()
     return sum(losses) / max(len(losses), 1)
+
+
+def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
+    """The agent protocol the local trainer publishes for the policy at ``model_path``.
+
+    A bootstrapped policy (a :data:`MANIFEST` next to its weights; ``model_path`` None: the
+    tiny policy ``wsrl policy bootstrap`` builds with its defaults) is played in text mode
+    with the history it was bootstrapped on; the rest, and any other policy's protocol, comes
+    from the settings. Raises :class:`app.core.agent.AgentProtocolMismatch` when a setting
+    given explicitly contradicts the bootstrap."""
+    if model_path is None:
+        history, source = BootstrapConfig().history_steps, "the tiny policy's bootstrap"
+    else:
+        manifest = model_path / MANIFEST
+        if not manifest.is_file():
+            return AgentProtocol.from_settings(settings)
+        history = json.loads(manifest.read_text()).get("history_steps")
+        source = f"the policy's bootstrap ({manifest})"
+    return agent_protocol(settings, source, {"history_steps": history, "mode": "text"})
 
 
 def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:

@@ -5,7 +5,8 @@ then lets the backend swap the trained weights into its inference server (the lo
 policy server, or verl's vLLM replicas), then publishes ``serving``. Each publication is a
 ``policy_versions`` row plus the Redis record, written by
 :func:`app.core.endpoint.publish_policy`, so the API, ``wsrl status`` and the workers all
-agree on the version. Both backends publish through this one class.
+agree on the version, and on the agent protocol it is played with. Both backends publish
+through this one class.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from redis import Redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.agent import AgentProtocol
 from app.core.endpoint import EndpointStatus, PolicyEndpoint, publish_policy
 from app.db.models import TrainStep
 from app.db.session import session_scope
@@ -35,16 +37,23 @@ class SyncTimes:
 
 
 class Publisher:
-    """Publishes the trainer's inference endpoint under increasing versions."""
+    """Publishes the trainer's inference endpoint under increasing versions, each with the
+    agent protocol the policy is trained for (workers play it)."""
 
     def __init__(
-        self, sessions: sessionmaker[Session], redis: Redis, base_url: str, model_name: str
+        self,
+        sessions: sessionmaker[Session],
+        redis: Redis,
+        base_url: str,
+        model_name: str,
+        protocol: AgentProtocol,
     ) -> None:
         self.sessions, self.redis = sessions, redis
         self.base_url, self.model_name = base_url, model_name
+        self.protocol = protocol
 
     def endpoint(self, version: int, status: EndpointStatus) -> PolicyEndpoint:
-        return PolicyEndpoint(self.base_url, self.model_name, version, status)
+        return PolicyEndpoint(self.base_url, self.model_name, version, status, self.protocol)
 
     def publish(self, version: int, status: EndpointStatus, checkpoint: str | None) -> None:
         with session_scope(self.sessions) as session:

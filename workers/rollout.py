@@ -8,6 +8,10 @@ Idempotent and safe to deliver more than once (jobs are acknowledged late):
   ``running`` by a dead worker is marked ``lost`` and its rows are never used for training;
 - a failed attempt (LLM unavailable, env error, budget exceeded, ...) is recorded with
   its reason and the rollout is queued again until ``max_attempts``, then failed;
+- the built-in agent plays the agent protocol published with the policy
+  (:func:`played_protocol`); a worker whose explicit settings contradict it fails the
+  attempt before playing a step (reason ``worker settings: agent protocol mismatch: ...``,
+  logged as an error), and the rollout is queued again for another worker;
 - an infrastructure failure (env server, LLM server, Postgres or Redis unreachable) is
   not the episode's: while ``outage_budget_s`` lasts (5 minutes by default, counted from
   the rollout's first failed attempt) it does not use up an attempt, and retries back off
@@ -32,6 +36,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from redis.exceptions import RedisError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from app.core.agent import AgentProtocol, AgentProtocolMismatch, agent_protocol
 from app.core.endpoint import EndpointUnavailable
 from app.core.enqueue import on_commit, send_after_commit
 from app.core.env_client import EnvError
@@ -83,8 +88,24 @@ def infrastructure_failure(exc: BaseException) -> bool:
     return isinstance(exc, (LLMUnavailable, EndpointUnavailable, RedisError, *DATABASE_DOWN))
 
 
+def played_protocol(runtime: WorkerRuntime) -> AgentProtocol:
+    """The agent protocol of this attempt: the published policy's (read once, as the
+    episode starts), else the worker's settings when the publisher named none. Raises
+    :class:`AgentProtocolMismatch` when a setting this worker was given explicitly
+    contradicts the published protocol."""
+    endpoint = runtime.endpoints.current()
+    if endpoint.protocol is None:
+        return AgentProtocol.from_settings(runtime.settings)
+    source = f"policy v{endpoint.version} (the protocol its trainer published)"
+    return agent_protocol(runtime.settings, source, endpoint.protocol.to_dict())
+
+
 def _failure(exc: BaseException) -> tuple[str, bool]:
     """``(reason, retryable)`` of an exception that ended an attempt."""
+    if isinstance(exc, AgentProtocolMismatch):
+        # Retryable: the rollout goes back to the queue, where a worker configured to play
+        # the published protocol (or this one, fixed) takes it; nothing is played wrong.
+        return f"worker settings: {exc}", True
     if isinstance(exc, EnvError):
         # Even a 404/410 is worth another attempt: a restarted env server forgets its
         # sessions, and the next attempt opens a new one.
@@ -194,16 +215,17 @@ def _play(
         if agent_url:
             result = play_external_attempt(runtime, start, recorder, agent_url)
         else:
+            protocol = played_protocol(runtime)
             result = run_episode(
                 runtime.env,
                 runtime.llm,
                 start.goal_id,
                 recorder,
-                max_steps=settings.max_steps,
-                mode=settings.agent_mode,
+                max_steps=protocol.max_steps,
+                mode=protocol.mode,
                 sampling=Sampling.from_settings(settings).overridden(start.sampling),
-                history_steps=settings.agent_history_steps,
-                constrain_actions=settings.agent_constrain_actions,
+                history_steps=protocol.history_steps,
+                constrain_actions=protocol.constrain_actions,
                 start=start.start,
                 worker=runtime.worker,
                 rollout=f"{str(start.rollout_id)[:8]}#{start.number}",
@@ -217,6 +239,8 @@ def _play(
         infrastructure = infrastructure_failure(exc)
         if reason.startswith("unexpected") and not infrastructure:
             logger.exception("rollout %s attempt %d crashed", start.rollout_id, start.number)
+        if isinstance(exc, AgentProtocolMismatch):
+            logger.error("worker %s refuses rollout %s: %s", runtime.worker, start.rollout_id, exc)
         return _record_failure(
             runtime, celery, start, recorder, publisher, reason, retryable, infrastructure
         )

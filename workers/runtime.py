@@ -76,9 +76,8 @@ class WorkerRuntime:
         self.redis: Redis = Redis.from_url(settings.resolved_redis_url())
         self.log_queue = PublishQueue(self.redis)
         self.env = EnvClient.from_settings(settings)
-        self.llm = LLMClient(
-            settings, EndpointResolver(settings, self.redis, sessions=self.sessions, follow=True)
-        )
+        self.endpoints = EndpointResolver(settings, self.redis, sessions=self.sessions, follow=True)
+        self.llm = LLMClient(settings, self.endpoints)
         self.active = ActiveAttempts()
         self.worker = worker_name()
         self._stop = threading.Event()

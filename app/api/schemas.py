@@ -197,6 +197,11 @@ class PolicyEndpointOut(BaseModel):
     source: Literal["redis", "settings"] = Field(
         description="Where it came from: published in Redis, or the settings' fallback."
     )
+    protocol: dict[str, Any] | None = Field(
+        None,
+        description="The agent protocol the policy expects (mode, history_steps, "
+        "constrain_actions, max_steps), as its trainer published it; workers play it.",
+    )
 
 
 class PolicyVersionOut(BaseModel):
@@ -206,6 +211,9 @@ class PolicyVersionOut(BaseModel):
     base_url: str | None
     model: str | None
     checkpoint: str | None
+    protocol: dict[str, Any] | None = Field(
+        None, description="The agent protocol it was published with; null: none named."
+    )
     status: PolicyVersionStatus
     created_at: datetime
 

@@ -453,49 +453,116 @@ class Episode:
             self.available_actions = available_actions
 
 
-# --- one source of the agent's settings ----------------------------------------------------
+# --- the agent protocol a policy is trained for ---------------------------------------------
+
+# Each field of the protocol and the setting (``WSRL_`` + upper case) a process may set it by.
+PROTOCOL_SETTINGS = {
+    "mode": "agent_mode",
+    "history_steps": "agent_history_steps",
+    "constrain_actions": "agent_constrain_actions",
+    "max_steps": "max_steps",
+}
 
 
-class AgentSettingsMismatch(ValueError):
-    """A trainer expects the agent to play differently from how the workers' settings say."""
+class AgentProtocolMismatch(ValueError):
+    """Settings a process set explicitly contradict the protocol a policy expects."""
 
 
-def check_agent_settings(
+@dataclass(frozen=True)
+class AgentProtocol:
+    """How a policy is played: everything that changes what a worker sends the model or
+    how it reads the reply. A trainer publishes it with every policy version
+    (:mod:`app.core.endpoint`); workers play what the published version expects
+    (:func:`agent_protocol`). Constrained replies exist only in text mode, so a tools-mode
+    protocol is never constrained."""
+
+    mode: AgentMode
+    history_steps: int
+    constrain_actions: bool
+    max_steps: int
+
+    def __post_init__(self) -> None:
+        mode = AgentMode(self.mode)
+        if int(self.history_steps) < 0 or int(self.max_steps) < 1:
+            raise ValueError(
+                f"agent protocol with history_steps={self.history_steps} and "
+                f"max_steps={self.max_steps}: history_steps >= 0 and max_steps >= 1"
+            )
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "history_steps", int(self.history_steps))
+        object.__setattr__(self, "max_steps", int(self.max_steps))
+        constrained = bool(self.constrain_actions) and mode == AgentMode.TEXT
+        object.__setattr__(self, "constrain_actions", constrained)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> AgentProtocol:
+        return cls(**{f: getattr(settings, name) for f, name in PROTOCOL_SETTINGS.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": str(self.mode),
+            "history_steps": self.history_steps,
+            "constrain_actions": self.constrain_actions,
+            "max_steps": self.max_steps,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgentProtocol:
+        """Strict: a record without every field is an error, not a default."""
+        missing = [f for f in PROTOCOL_SETTINGS if f not in data]
+        if missing:
+            raise ValueError(f"agent protocol lacks {', '.join(missing)}: {data!r}")
+        return cls(**{f: data[f] for f in PROTOCOL_SETTINGS})
+
+    def describe(self) -> str:
+        constrained = ", constrained replies" if self.constrain_actions else ""
+        return (
+            f"{self.mode} mode, {self.history_steps} steps of history, "
+            f"{self.max_steps} steps{constrained}"
+        )
+
+
+def agent_protocol(
     settings: Any,
     source: str,
+    expected: dict[str, Any] | None = None,
     *,
-    max_steps: int | None = None,
-    mode: str | None = None,
-    history_steps: int | None = None,
-    constrained_replies: bool | None = None,
-) -> None:
-    """Raise :class:`AgentSettingsMismatch` when what ``source`` (a trainer's config or a
-    policy's bootstrap) expects differs from the settings the workers play with.
+    defaults: dict[str, Any] | None = None,
+) -> AgentProtocol:
+    """The protocol to play (or publish): each field ``expected`` gives (not None) is
+    taken from it, the others from ``defaults``, then from the settings.
 
-    The workers' settings (``WSRL_MAX_STEPS``, ``WSRL_AGENT_MODE``,
-    ``WSRL_AGENT_HISTORY_STEPS``, ``WSRL_AGENT_CONSTRAIN_ACTIONS``) are the one source; a
-    trainer checks its own values against them at start-up instead of keeping a second
-    copy in step by hand. ``constrained_replies`` is whether the replies may be decoded
-    under ``structured_outputs`` (only text mode sends them).
+    A setting the process set explicitly (its ``WSRL_`` variable, ``.env``) that
+    contradicts ``expected`` raises :class:`AgentProtocolMismatch` naming each: someone
+    asked for a protocol the policy (``source``: a published version, a trainer's config,
+    a bootstrap) was not trained for, and playing either one silently would be wrong.
+    Settings left at their defaults never conflict: they give way.
     """
-    constrained = settings.agent_constrain_actions and str(settings.agent_mode) == "text"
-    expected = {
-        "WSRL_MAX_STEPS": (max_steps, settings.max_steps),
-        "WSRL_AGENT_MODE": (mode, settings.agent_mode),
-        "WSRL_AGENT_HISTORY_STEPS": (history_steps, settings.agent_history_steps),
-        "WSRL_AGENT_CONSTRAIN_ACTIONS": (
-            None if constrained_replies is None or constrained_replies else False,
-            constrained,
-        ),
+    expected = {k: v for k, v in (expected or {}).items() if v is not None}
+    unknown = set(expected) - set(PROTOCOL_SETTINGS)
+    if unknown:
+        raise ValueError(f"not fields of the agent protocol: {', '.join(sorted(unknown))}")
+    values = {
+        f: expected.get(f, (defaults or {}).get(f, getattr(settings, name)))
+        for f, name in PROTOCOL_SETTINGS.items()
     }
-    wrong = [
-        f"{name}={theirs} but {source} expects {ours}"
-        for name, (ours, theirs) in expected.items()
-        if ours is not None and str(ours) != str(theirs)
-    ]
+    protocol = AgentProtocol(**values)
+    explicit = settings.model_fields_set
+    wrong = []
+    for f, name in PROTOCOL_SETTINGS.items():
+        if f not in expected or name not in explicit:
+            continue
+        mine = AgentProtocol(**{**values, f: getattr(settings, name)})
+        if getattr(mine, f) != getattr(protocol, f):
+            wrong.append(
+                f"WSRL_{name.upper()}={getattr(settings, name)} is set here but {source} "
+                f"expects {getattr(protocol, f)}"
+            )
     if wrong:
-        raise AgentSettingsMismatch(
-            "the workers would play differently from what the trainer expects: "
+        raise AgentProtocolMismatch(
+            "agent protocol mismatch: "
             + "; ".join(wrong)
-            + ". Set these variables for the workers and the trainer alike (.env)."
+            + ". Unset these variables (the policy's protocol is then played) or set them "
+            "to what it expects."
         )
+    return protocol

@@ -2,8 +2,10 @@
 
 :func:`publish_policy` is the only publisher (the trainers, the API's ``PUT /v1/policy``
 and ``wsrl eval --publish`` all call it): it records the version in Postgres, then writes
-``{base_url, model, version, status}`` to :data:`ENDPOINT_KEY` and publishes the same JSON
-on :data:`ENDPOINT_CHANNEL` (an empty message: withdrawn). Versions only go up. Workers
+``{base_url, model, version, status, protocol}`` to :data:`ENDPOINT_KEY` and publishes the
+same JSON on :data:`ENDPOINT_CHANNEL` (an empty message: withdrawn). ``protocol`` is the
+agent protocol the policy was trained for (:class:`app.core.agent.AgentProtocol`; workers
+play it). Versions only go up. Workers
 read the key once per LLM call (a single GET; the API's gateway follows the announcements
 instead, :mod:`app.api.services.gateway_endpoint`), so a new version is used from the next
 call on without a restart.
@@ -23,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
@@ -34,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.core.agent import AgentProtocol
 from app.db.lifecycle import PolicyVersionStatus, check_transition
 from app.db.models import PolicyVersion
 
@@ -64,25 +67,40 @@ class PolicyEndpoint:
     model: str
     version: int
     status: EndpointStatus = EndpointStatus.SERVING
+    protocol: AgentProtocol | None = None
+    """The agent protocol the policy was trained for (its trainer publishes it); None: the
+    publisher did not say (``PUT /v1/policy``, ``wsrl eval --publish``, the settings'
+    fallback), and workers play their own settings."""
 
     @property
     def serving(self) -> bool:
         return self.status == EndpointStatus.SERVING
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "status": str(self.status)}, sort_keys=True)
+        record: dict[str, Any] = {
+            "base_url": self.base_url,
+            "model": self.model,
+            "version": self.version,
+            "status": str(self.status),
+        }
+        if self.protocol is not None:
+            record["protocol"] = self.protocol.to_dict()
+        return json.dumps(record, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyEndpoint:
-        """Strict: a record without base_url/model/version is an error, not a default."""
+        """Strict: a record without base_url/model/version (or with an incomplete protocol)
+        is an error, not a default."""
         missing = [k for k in ("base_url", "model", "version") if k not in data]
         if missing:
             raise ValueError(f"policy endpoint record lacks {', '.join(missing)}: {data!r}")
+        protocol = data.get("protocol")
         return cls(
             base_url=str(data["base_url"]),
             model=str(data["model"]),
             version=int(data["version"]),
             status=EndpointStatus(data.get("status", EndpointStatus.SERVING)),
+            protocol=None if protocol is None else AgentProtocol.from_dict(protocol),
         )
 
     @classmethod
@@ -146,6 +164,7 @@ def publish_policy(
         session.add(row)
     row.base_url = endpoint.base_url
     row.model = endpoint.model
+    row.protocol = None if endpoint.protocol is None else endpoint.protocol.to_dict()
     if checkpoint is not None:
         row.checkpoint = checkpoint
     if endpoint.status == EndpointStatus.SERVING:
@@ -235,7 +254,8 @@ def recorded_endpoint(session: Session) -> PolicyEndpoint | None:
     ).first()
     if row is None or not row.base_url or not row.model:
         return None
-    return PolicyEndpoint(base_url=row.base_url, model=row.model, version=row.version)
+    protocol = None if row.protocol is None else AgentProtocol.from_dict(row.protocol)
+    return PolicyEndpoint(row.base_url, row.model, row.version, protocol=protocol)
 
 
 def restore_endpoint(

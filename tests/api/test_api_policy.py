@@ -49,6 +49,7 @@ def test_get_falls_back_to_settings(api_settings: Settings, no_endpoint: None) -
         "version": 0,
         "status": "serving",
         "source": "settings",
+        "protocol": None,  # the workers play their own settings
     }
 
 
@@ -170,3 +171,24 @@ def test_get_with_redis_down_503(broken_redis_client: TestClient) -> None:
     response = broken_redis_client.get("/v1/policy")
     assert response.status_code == 503
     assert "cannot read the policy endpoint" in response.json()["detail"]
+
+
+def test_the_protocol_a_trainer_published_is_shown(
+    client: TestClient,
+    redis_client: redis.Redis,
+    db_engine: Engine,
+    no_endpoint: None,
+    version: int,
+) -> None:
+    from app.core.agent import AgentMode, AgentProtocol
+    from app.core.endpoint import PolicyEndpoint, publish_policy
+
+    protocol = AgentProtocol(
+        AgentMode.TOOLS, history_steps=4, constrain_actions=False, max_steps=15
+    )
+    endpoint = PolicyEndpoint("http://127.0.0.1:8001/v1", "qwen", version, protocol=protocol)
+    with Session(db_engine) as session, session.begin():
+        publish_policy(session, redis_client, endpoint)
+    assert client.get("/v1/policy").json()["protocol"] == protocol.to_dict()
+    listed = {v["version"]: v for v in client.get("/v1/policy/versions").json()}
+    assert listed[version]["protocol"] == protocol.to_dict()

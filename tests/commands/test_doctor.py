@@ -100,11 +100,13 @@ def test_goals_absent_then_present(
     assert _by_name(service_checks(settings, "test"))["goals"].ok
 
 
-def test_settings_the_workers_would_not_play_fail(test_settings: Settings) -> None:
+def test_agent_settings_that_contradict_the_config_fail(test_settings: Settings) -> None:
     config = load_config("fast")
+    # Nothing set: the config's protocol is published, whatever the defaults say.
+    assert "tools mode" in settings_check(test_settings, config, "fast").detail
     wrong = test_settings.model_copy(update={"agent_mode": "text"})
     check = settings_check(wrong, config, "fast")
-    assert not check.ok and "WSRL_AGENT_MODE=text" in check.detail
+    assert not check.ok and "WSRL_AGENT_MODE=text is set here" in check.detail
     right = test_settings.model_copy(update={"agent_mode": "tools", "max_steps": 15})
     assert settings_check(right, config, "fast").ok
     # Tool mode sends no structured_outputs: the setting does not matter there.
@@ -116,14 +118,12 @@ def test_constrained_text_replies_fail_on_the_verl_path(test_settings: Settings)
     """verl computes the old logprobs without the decoding masks: a constrained reply's
     importance ratio would be wrong, so the preflight refuses the combination."""
     config = load_config("smoke")
-    text = test_settings.model_copy(
-        update={"agent_mode": "text", "max_steps": config.webshop.max_turns}
-    )
+    text = test_settings.model_copy(update={"agent_mode": "text", "agent_history_steps": 1})
     assert settings_check(text, config, "smoke").ok
     constrained = text.model_copy(update={"agent_constrain_actions": True})
     check = settings_check(constrained, config, "smoke")
     assert not check.ok
-    assert "WSRL_AGENT_CONSTRAIN_ACTIONS=True but" in check.detail
+    assert "WSRL_AGENT_CONSTRAIN_ACTIONS=True is set here" in check.detail
     assert "without the decoding masks" in check.detail
 
 

@@ -290,3 +290,32 @@ def test_trajectories_and_policy_performance_views(db_session: Session) -> None:
     assert float(perf.success_rate) == pytest.approx(1 / 3)
     assert float(perf.mean_steps) == pytest.approx(25 / 3)
     assert perf.failed_rollouts == 1
+
+
+def test_upgrade_from_0006_keeps_policy_versions_and_downgrade_drops_the_protocol(
+    make_database: Callable[[], str],
+) -> None:
+    """Versions published before 0007 have no protocol (NULL: workers play their own
+    settings); going back to 0006 drops the column and keeps the versions."""
+    url = make_database()
+    migrate.upgrade(url, "0006")
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO policy_versions (version, model) VALUES (3, 'p')"))
+        migrate.upgrade(url, "0007")
+        with engine.begin() as conn:
+            assert conn.scalar(text("SELECT protocol FROM policy_versions")) is None
+            conn.execute(
+                text("UPDATE policy_versions SET protocol = CAST(:p AS jsonb)"),
+                {"p": '{"mode": "tools"}'},
+            )
+        migrate.downgrade(url, "0006")
+        columns = {c["name"] for c in inspect(engine).get_columns("policy_versions")}
+        assert "protocol" not in columns and "model" in columns
+        with engine.connect() as conn:
+            assert conn.scalar(text("SELECT version FROM policy_versions")) == 3
+        migrate.upgrade(url)
+        assert _schema_diff(url) == []
+    finally:
+        engine.dispose()

@@ -118,17 +118,23 @@ def test_dev_profile_runs_the_cpu_trainer(services) -> None:
     assert "deploy" not in cpu
 
 
-def test_compose_test_runs_the_agent_settings_of_make_dev_docker() -> None:
-    """`make compose-test` trains the dev profile's CPU trainer on a policy bootstrapped with
-    history_steps=1: its stack must prompt the way `make dev-docker`'s does."""
-    makefile = (ROOT / "Makefile").read_text()
-    settings = re.search(r"^DEV_AGENT := (.*)$", makefile, re.M)
-    assert settings is not None and "$(DEV_AGENT)" in makefile.split("\ndev-docker:")[1]
-    dev = dict(re.findall(r"\b(AGENT_[A-Z_]+)=(\S+)", settings.group(1)))
-    script = (ROOT / "docker" / "compose-test.sh").read_text()
-    tested = dict(re.findall(r'echo "(AGENT_[A-Z_]+)=(\S+)"', script))
-    assert dev["AGENT_HISTORY_STEPS"] == "1"
-    assert tested == dev
+PROTOCOL_VARIABLES = ("WSRL_AGENT_MODE", "WSRL_AGENT_HISTORY_STEPS", "WSRL_MAX_STEPS")
+
+
+def test_one_env_serves_every_profile(services) -> None:
+    """The agent protocol is published with the policy: no service takes it from `.env`
+    (the dev and gpu profiles wanted different values there), and `make dev-docker` and
+    `make compose-test` write none. The CPU trainer alone constrains its tiny policy's
+    replies, in its own environment, and publishes that."""
+    for name, service in services.items():
+        environment = service.get("environment", {})
+        assert not [v for v in PROTOCOL_VARIABLES if v in environment], name
+        if name != "trainer-cpu":
+            assert "WSRL_AGENT_CONSTRAIN_ACTIONS" not in environment, name
+    assert services["trainer-cpu"]["environment"]["WSRL_AGENT_CONSTRAIN_ACTIONS"] == "true"
+    assert not [key for key in _env_example() if key.startswith("AGENT_")]
+    assert "AGENT_" not in (ROOT / "Makefile").read_text()
+    assert not re.findall(r'echo "AGENT_', (ROOT / "docker" / "compose-test.sh").read_text())
 
 
 def test_core_services_have_no_profile(services) -> None:
@@ -229,32 +235,29 @@ def _compose_environment(service: dict[str, Any], env: dict[str, str]) -> dict[s
     }
 
 
-def test_default_env_lets_the_default_gpu_config_start(services) -> None:
-    """``cp .env.example .env && docker compose --profile gpu up``: the workers play as the
-    default verl config expects, so the trainer's start-up check passes (it stopped with
-    "WSRL_AGENT_MODE=text but the verl config 'fast' expects tools")."""
+@pytest.mark.parametrize("name", ["smoke", "fast", "qwen", "qwen3b"])
+def test_default_env_lets_every_gpu_config_start(services, name: str) -> None:
+    """``cp .env.example .env && TRAIN_CONFIG=<any> docker compose --profile gpu up``: no
+    agent setting of the trainer's environment contradicts its config's protocol (it
+    stopped with "WSRL_AGENT_MODE=text but the verl config 'fast' expects tools" when the
+    protocol came from `.env`), and the protocol published is the config's."""
+    pytest.importorskip("verl")
     from app.config import Settings
-    from app.core.agent import check_agent_settings
-    from trainer.backends.verl.config import load_config
+    from trainer.backends.verl.config import agent_protocol_of, load_config
 
-    env = _env_example()
-    worker = _compose_environment(services["worker"], env)
+    trainer = _compose_environment(services["trainer-gpu"], _env_example())
     settings = Settings(
         _env_file=None,
         **{
             key.removeprefix("WSRL_").lower(): value
-            for key, value in worker.items()
+            for key, value in trainer.items()
             if key.startswith("WSRL_AGENT_") or key == "WSRL_MAX_STEPS"
         },
     )
-    config = load_config(env["TRAIN_CONFIG"])
-    check_agent_settings(
-        settings,
-        f"the verl config {env['TRAIN_CONFIG']!r}",
-        max_steps=config.webshop.max_turns,
-        mode=config.webshop.agent_mode,
-        constrained_replies=False,
-    )
+    config = load_config(name)
+    protocol = agent_protocol_of(config, settings, name)
+    assert str(protocol.mode) == config.webshop.agent_mode
+    assert protocol.max_steps == config.webshop.max_turns and not protocol.constrain_actions
 
 
 def test_slim_dockerfile_installs_no_train_extra() -> None:

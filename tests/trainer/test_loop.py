@@ -280,3 +280,59 @@ def test_the_published_endpoint_names_the_advertised_host(
         assert httpx.get(f"{published.base_url}/models", timeout=10).is_success
     finally:
         trainer.close()
+
+
+def test_the_trainer_publishes_the_agent_protocol_with_every_version(
+    fresh_settings: Settings, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """A bootstrapped policy's history and text mode, the rest from the trainer's settings,
+    in the Redis record (paused and serving) and on the version's row: the shared
+    :class:`~trainer.publish.Publisher`, which the verl backend publishes through too."""
+    import shutil
+
+    from app.core.agent import AgentMode, AgentProtocol
+    from trainer.bootstrap import MANIFEST
+
+    model = tmp_path / "bootstrapped"
+    shutil.copytree(tiny_checkpoint, model)
+    (model / MANIFEST).write_text(json.dumps({"history_steps": 1}))
+    settings = fresh_settings.model_copy(update={"max_steps": 7})
+    expected = AgentProtocol(AgentMode.TEXT, history_steps=1, constrain_actions=False, max_steps=7)
+    trainer = start(settings, model)
+    client = redis.Redis.from_url(settings.resolved_redis_url())
+    try:
+        first = read_endpoint(client)
+        assert first is not None and first.protocol == expected
+        paused = []
+        publisher = trainer.loop.publisher
+        publisher.sync(first.version + 1, None, lambda: paused.append(read_endpoint(client)))
+        assert paused[0] is not None and not paused[0].serving
+        assert paused[0].protocol == expected
+        with session_scope(trainer.loop.sessions) as session:
+            rows = session.scalars(select(PolicyVersion.protocol)).all()
+        assert rows == [expected.to_dict()] * 2
+    finally:
+        client.close()
+        trainer.close()
+
+
+def test_settings_that_contradict_the_bootstrap_stop_the_trainer_before_it_serves(
+    fresh_settings: Settings, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from app.core.agent import AgentProtocolMismatch
+    from trainer.bootstrap import MANIFEST
+
+    model = tmp_path / "bootstrapped"
+    shutil.copytree(tiny_checkpoint, model)
+    (model / MANIFEST).write_text(json.dumps({"history_steps": 1}))
+    settings = fresh_settings.model_copy(update={"agent_history_steps": 4})
+    with pytest.raises(AgentProtocolMismatch, match="WSRL_AGENT_HISTORY_STEPS=4 is set here"):
+        start(settings, model)
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            assert session.scalars(select(PolicyVersion)).all() == [], "nothing was published"
+    finally:
+        engine.dispose()

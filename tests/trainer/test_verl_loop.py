@@ -27,6 +27,7 @@ from transformers import AutoTokenizer
 from verl import DataProto
 
 from app.config import Settings
+from app.core.agent import AgentMode, AgentProtocol
 from app.core.endpoint import read_endpoint
 from app.db.lifecycle import RolloutMode
 from app.db.models import PolicyVersion, Rollout, TrainStep
@@ -173,6 +174,14 @@ def test_verl_steps_commit_skip_flat_groups_and_resume_from_postgres(
         True,
         "http://vllm.test:8200/v1",
     )
+    # The fast config's agent protocol, with every version (Redis and Postgres).
+    expected = AgentProtocol(
+        AgentMode.TOOLS, history_steps=4, constrain_actions=False, max_steps=15
+    )
+    assert endpoint.protocol == expected
+    with session_scope(sessions) as session:
+        protocols = session.scalars(select(PolicyVersion.protocol)).all()
+        assert protocols == [expected.to_dict()] * 2  # v0 (the start) and v1
 
     # A crash after step 2's checkpoint but before its commit, then a restart.
     (fresh_settings.data_dir / "verl" / "global_step_2").mkdir()

@@ -178,29 +178,60 @@ def test_build_messages_is_pure() -> None:
     assert history == [HistoryStep(1, "search[a]", "o")]
 
 
-# --- one source of the agent's settings ---------------------------------------------------
+# --- the agent protocol a policy expects ----------------------------------------------------
 
 
-def test_agent_settings_that_agree_pass() -> None:
+def test_settings_left_unset_give_way_to_the_expected_protocol() -> None:
     from app.config import Settings
-    from app.core.agent import check_agent_settings
+    from app.core.agent import AgentMode, AgentProtocol, agent_protocol
 
-    settings = Settings(max_steps=15, agent_mode="tools", agent_history_steps=1)
-    check_agent_settings(settings, "x", max_steps=15, mode="tools", history_steps=1)
-    check_agent_settings(settings, "x")  # nothing expected, nothing checked
+    expected = {"mode": "tools", "history_steps": 2, "constrain_actions": False, "max_steps": 9}
+    protocol = agent_protocol(Settings(_env_file=None), "policy v3", expected)
+    assert protocol == AgentProtocol(AgentMode.TOOLS, 2, False, 9)
+    # Equal explicit settings agree; nothing expected: the settings' own protocol.
+    settings = Settings(_env_file=None, max_steps=9, agent_mode="tools", agent_history_steps=2)
+    assert agent_protocol(settings, "policy v3", expected) == protocol
+    assert agent_protocol(settings, "x") == AgentProtocol.from_settings(settings)
 
 
-def test_agent_settings_that_differ_name_each_variable() -> None:
+def test_explicit_settings_that_contradict_name_each_variable() -> None:
     import pytest
 
     from app.config import Settings
-    from app.core.agent import AgentSettingsMismatch, check_agent_settings
+    from app.core.agent import AgentProtocolMismatch, agent_protocol
 
-    settings = Settings(max_steps=15, agent_mode="text", agent_history_steps=4)
-    with pytest.raises(AgentSettingsMismatch) as caught:
-        check_agent_settings(settings, "the bootstrap", history_steps=1, mode="text")
-    assert "WSRL_AGENT_HISTORY_STEPS=4 but the bootstrap expects 1" in str(caught.value)
-    assert "WSRL_AGENT_MODE" not in str(caught.value)
+    settings = Settings(_env_file=None, max_steps=15, agent_mode="text", agent_history_steps=4)
+    with pytest.raises(AgentProtocolMismatch) as caught:
+        agent_protocol(settings, "the bootstrap", {"history_steps": 1, "mode": "text"})
+    message = str(caught.value)
+    assert "WSRL_AGENT_HISTORY_STEPS=4 is set here but the bootstrap expects 1" in message
+    assert "WSRL_AGENT_MODE" not in message and "WSRL_MAX_STEPS" not in message
+
+
+def test_constrained_replies_only_conflict_in_text_mode() -> None:
+    import pytest
+
+    from app.config import Settings
+    from app.core.agent import AgentProtocolMismatch, agent_protocol
+
+    settings = Settings(_env_file=None, agent_constrain_actions=True)
+    tools = {"mode": "tools", "constrain_actions": False}
+    assert not agent_protocol(settings, "v1", tools).constrain_actions
+    with pytest.raises(AgentProtocolMismatch, match="WSRL_AGENT_CONSTRAIN_ACTIONS=True"):
+        agent_protocol(settings, "v1", {"mode": "text", "constrain_actions": False})
+
+
+def test_protocol_round_trips_and_an_incomplete_record_is_an_error() -> None:
+    import pytest
+
+    from app.core.agent import AgentMode, AgentProtocol
+
+    protocol = AgentProtocol(AgentMode.TEXT, 1, True, 15)
+    assert AgentProtocol.from_dict(protocol.to_dict()) == protocol
+    with pytest.raises(ValueError, match="lacks max_steps"):
+        AgentProtocol.from_dict({"mode": "text", "history_steps": 1, "constrain_actions": True})
+    with pytest.raises(ValueError):
+        AgentProtocol.from_dict({**protocol.to_dict(), "mode": "speech"})
 
 
 def test_constrained_episode_asks_for_the_page_actions_only_in_text_mode() -> None:

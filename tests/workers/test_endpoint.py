@@ -12,7 +12,7 @@ import redis
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.agent import build_messages
+from app.core.agent import AgentMode, AgentProtocol, build_messages
 from app.core.endpoint import (
     EndpointResolver,
     EndpointStatus,
@@ -47,6 +47,23 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 def key() -> str:
     """A key of this test alone, so tests never see each other's endpoints."""
     return f"wsrl:test:policy:{uuid.uuid4().hex}"
+
+
+def test_the_protocol_travels_in_the_record_and_a_record_without_it_still_reads(
+    redis_client: redis.Redis, key: str
+) -> None:
+    protocol = AgentProtocol(AgentMode.TEXT, history_steps=1, constrain_actions=True, max_steps=9)
+    endpoint = PolicyEndpoint("http://127.0.0.1:9/v1", "tiny", 4, protocol=protocol)
+    publish_endpoint(redis_client, endpoint, key=key)
+    assert read_endpoint(redis_client, key=key) == endpoint
+    # Records written before the protocol travelled (or by publishers that name none).
+    redis_client.set(key, '{"base_url": "http://x/v1", "model": "m", "version": 2}')
+    old = read_endpoint(redis_client, key=key)
+    assert old is not None and old.protocol is None
+    redis_client.set(key, '{"base_url": "http://x/v1", "model": "m", "version": 2, '
+                     '"protocol": {"mode": "text"}}')  # fmt: skip
+    with pytest.raises(ValueError, match="agent protocol lacks"):
+        read_endpoint(redis_client, key=key)
 
 
 def test_publish_then_read_round_trip_and_announce(redis_client: redis.Redis, key: str) -> None:

@@ -106,4 +106,5 @@ def _out(endpoint: PolicyEndpoint, source: Literal["redis", "settings"]) -> Poli
         version=endpoint.version,
         status=str(endpoint.status),
         source=source,
+        protocol=None if endpoint.protocol is None else endpoint.protocol.to_dict(),
     )

@@ -12,7 +12,6 @@ torch loads when the run starts, not for ``--print-config`` or the preflight.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import ServicesNotRunningError, Settings
-from app.core.agent import AgentSettingsMismatch, check_agent_settings
+from app.core.agent import AgentProtocolMismatch
 from app.core.enqueue import EnqueueError, ensure_goals
 from app.core.env_client import EnvError
 from app.core.preflight import Check, service_checks
@@ -79,22 +78,15 @@ def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[s
 
 
 def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> None:
-    """A bootstrapped policy was trained on prompts with a set history length: the workers
-    must prompt it the same way. ``model_path`` None: the tiny policy that
-    ``wsrl policy bootstrap`` builds with its defaults."""
-    from trainer.bootstrap import MANIFEST, BootstrapConfig  # torch
+    """A bootstrapped policy was trained on prompts with a set history length, in text mode:
+    the trainer publishes that protocol, and refuses settings given explicitly that say
+    otherwise. ``model_path`` None: the tiny policy that ``wsrl policy bootstrap`` builds
+    with its defaults."""
+    from trainer.bootstrap import policy_protocol  # torch
 
-    if model_path is None:
-        history, source = BootstrapConfig().history_steps, "the tiny policy's bootstrap"
-    else:
-        manifest = model_path / MANIFEST
-        if not manifest.is_file():
-            return
-        history = json.loads(manifest.read_text()).get("history_steps")
-        source = f"the policy's bootstrap ({manifest})"
     try:
-        check_agent_settings(settings, source, history_steps=history, mode="text")
-    except AgentSettingsMismatch as exc:
+        policy_protocol(settings, model_path)
+    except AgentProtocolMismatch as exc:
         raise StartError(str(exc)) from exc
 
 

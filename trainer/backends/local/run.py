@@ -25,6 +25,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
 from trainer.algorithms import rollout_advantages
 from trainer.backends.local.learner import Learner
+from trainer.bootstrap import policy_protocol
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
 from trainer.policy_server import PolicyServer, ServerHandle
@@ -163,6 +164,7 @@ def start_local_run(
     The policy server listens on ``policy_host:policy_port``; the published endpoint names
     ``advertise_host`` instead of the listening address when given (workers in other
     containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0)."""
+    protocol = policy_protocol(settings, model_path)
     engine = make_engine(settings, pool_size=4)
     sessions = make_sessionmaker(engine)
     checkpoint, done, version = resume_point(sessions, options.checkpoint_dir)
@@ -181,7 +183,7 @@ def start_local_run(
     handle = server.start(policy_host, policy_port)
     redis = Redis.from_url(settings.resolved_redis_url())
     base_url = advertised_url(handle.base_url, advertise_host)
-    publisher = Publisher(sessions, redis, base_url, server.model_name)
+    publisher = Publisher(sessions, redis, base_url, server.model_name, protocol)
     scheduler = None
     if enqueue:
         scheduler = Scheduler.for_run(

@@ -22,6 +22,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from app.core.agent import AgentProtocol, agent_protocol
 from trainer.config import RunConfig, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 
@@ -215,6 +216,30 @@ def loop_options(config: DictConfig) -> LoopOptions:
         poll_s=float(shop.poll_interval_s),
         skip_zero_variance=bool(shop.skip_zero_variance),
         eval_every=int(shop.eval_every),
+    )
+
+
+def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> AgentProtocol:
+    """The agent protocol the config trains for, which the trainer publishes with every
+    version: ``webshop.agent_mode``, ``webshop.history_steps``, ``webshop.max_turns``, and
+    never constrained replies (verl computes logprobs without the decoding masks).
+
+    Raises :class:`app.core.agent.AgentProtocolMismatch` when this host's explicit
+    ``WSRL_AGENT_*`` / ``WSRL_MAX_STEPS`` settings contradict it (the workers no longer
+    need them: they play the published protocol)."""
+    shop = config.webshop
+    source = f"the verl config {name!r}" if name else "the verl config"
+    expected = {
+        "mode": str(shop.agent_mode),
+        "history_steps": int(shop.history_steps),
+        "max_steps": int(shop.max_turns),
+        "constrain_actions": False,
+    }
+    return agent_protocol(
+        settings,
+        f"{source} (webshop.agent_mode, webshop.history_steps, webshop.max_turns; verl "
+        "computes logprobs without the decoding masks, so replies are not constrained)",
+        expected,
     )
 
 

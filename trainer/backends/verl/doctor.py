@@ -13,9 +13,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from app.core.agent import check_agent_settings
 from app.core.preflight import Check, check, service_checks
-from trainer.backends.verl.config import check_checkpoint_disk
+from trainer.backends.verl.config import agent_protocol_of, check_checkpoint_disk
 
 
 def needs_flash_attn(config) -> bool:
@@ -128,18 +127,12 @@ def disk_check(config: Any, free_bytes: int | None = None) -> Check:
 
 
 def settings_check(settings: Any, config: Any, config_name: str) -> Check:
-    """The workers play as the trainer's config expects (one source: the WSRL_ settings)."""
+    """No explicit agent setting of this host contradicts the protocol the config trains
+    for (the trainer publishes it; workers play it)."""
 
     def probe() -> str:
-        check_agent_settings(
-            settings,
-            f"the verl config {config_name!r} (verl computes logprobs without the decoding "
-            "masks, so replies must not be constrained)",
-            max_steps=config.webshop.max_turns,
-            mode=config.webshop.agent_mode,
-            constrained_replies=False,
-        )
-        return f"WSRL_MAX_STEPS={settings.max_steps}, WSRL_AGENT_MODE={settings.agent_mode}"
+        protocol = agent_protocol_of(config, settings, config_name)
+        return f"published with each version: {protocol.describe()}"
 
     return check("agent settings", probe, "see the detail")
 

@@ -25,6 +25,7 @@ from app.core.preflight import Check
 from trainer.backends import ConfigValue, StartError
 from trainer.backends.verl.config import (
     VERL_KEYS,
+    agent_protocol_of,
     check_checkpoint_disk,
     load_config,
     run_overrides,
@@ -160,17 +161,8 @@ def run_verl(settings: Settings, config_name: str, overrides: Sequence[str] = ()
     """Trains with verl on GPUs until ``trainer.total_training_steps``."""
     import torch
 
-    from app.core.agent import check_agent_settings
-
     config = load_config(config_name, overrides)
-    check_agent_settings(
-        settings,
-        f"the verl config {config_name!r} (webshop.max_turns, webshop.agent_mode; verl "
-        "computes logprobs without the decoding masks, so replies must not be constrained)",
-        max_steps=config.webshop.max_turns,
-        mode=config.webshop.agent_mode,
-        constrained_replies=False,
-    )
+    agent_protocol_of(config, settings, config_name)
     if not torch.cuda.is_available():
         raise RuntimeError(
             "the verl backend needs NVIDIA GPUs (vLLM + FSDP); none is visible. Use "

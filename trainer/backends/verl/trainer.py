@@ -49,7 +49,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from app.config import Settings
 from app.core.enqueue import ensure_goals
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from trainer.backends.verl.config import loop_options, trainer_config
+from trainer.backends.verl.config import agent_protocol_of, loop_options, trainer_config
 from trainer.backends.verl.dataproto import (
     build_dataproto,
     fitting_samples,
@@ -333,7 +333,13 @@ class WebShopPPOTrainer(RayPPOTrainer):
             eval_goals=int(shop.eval_goals) if shop.eval_every else 0,
             eval_sampling={"temperature": float(shop.eval_temperature)},
         )
-        publisher = Publisher(sessions, redis, self.base_url, str(shop.served_model_name))
+        publisher = Publisher(
+            sessions,
+            redis,
+            self.base_url,
+            str(shop.served_model_name),
+            agent_protocol_of(self.config, self.settings),
+        )
         loop = TrainLoop(
             config,
             loop_options(self.config),

@@ -73,8 +73,8 @@ run() {
   # JAX is on such hosts; once initialised it takes 75 % of the GPU for itself (seen: 60 GB
   # in use before verl's actor was built). Nothing here needs it on the GPU.
   export JAX_PLATFORMS=cpu XLA_PYTHON_CLIENT_PREALLOCATE=false
-  # The tiny policy's agent protocol (what it was bootstrapped on).
-  export WSRL_AGENT_MODE=text WSRL_AGENT_HISTORY_STEPS=1 WSRL_AGENT_CONSTRAIN_ACTIONS=false
+  # No agent settings: the trainer publishes the smoke config's protocol with each version
+  # and the workers play it (decision 0027).
   # vLLM picks FLASH_ATTN (its bundled kernels) first on Hopper; FlashInfer is not in the kit.
   export VLLM_USE_FLASHINFER_SAMPLER=0
   # pip check over host + kit, less what the kit leaves out on purpose (kit-omit.txt)

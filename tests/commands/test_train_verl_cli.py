@@ -33,7 +33,7 @@ def test_train_verl_refuses_a_config_the_workers_would_not_play(fresh_settings) 
     fresh_settings.setenv("WSRL_MAX_STEPS", "10")
     result = runner.invoke(cli, ["train", "--backend", "verl", "--config", "fast"])
     assert result.exit_code == 1
-    assert "WSRL_MAX_STEPS=10 but the verl config 'fast'" in result.output
+    assert "WSRL_MAX_STEPS=10 is set here but the verl config 'fast'" in result.output
     assert "WSRL_AGENT_MODE=text" in result.output and "expects tools" in result.output
 
 

@@ -86,6 +86,8 @@ class LogPublisher:
         self._base = {"rollout": str(rollout_id), "attempt": attempt, "worker": worker}
 
     def publish(self, kind: str, **fields: Any) -> None:
+        if self._queue is not None and not self._queue.wanted(self._channel):
+            return  # nobody listens (PublishQueue)
         message = {**self._base, "kind": kind, "ts": time.time(), **fields}
         payload = orjson.dumps(message, default=str)
         if self._queue is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import redis
@@ -77,3 +78,60 @@ def test_queued_lines_reach_a_follower_in_order(test_settings: Settings) -> None
     for rollout in rollouts:
         lines = [m["line"] for m in received if m["rollout"] == str(rollout)]
         assert lines == [f"[STEP] {step}" for step in range(25)]
+
+
+def _wait(predicate, timeout_s: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_nobody_listening_means_nothing_is_published_until_someone_does(
+    test_settings: Settings,
+) -> None:
+    """A batch that reached no subscriber stops the channel's messages for ``unheard_s``;
+    then one batch asks again, and a watcher that subscribed meanwhile gets the lines."""
+    client = redis.Redis.from_url(test_settings.resolved_redis_url())
+    channel = f"wsrl:logs:test:{uuid.uuid4().hex[:8]}"
+    queue = PublishQueue(client, unheard_s=0.5)
+    publisher = LogPublisher(
+        client, channel, rollout_id=uuid.uuid4(), attempt=1, worker="w", queue=queue
+    )
+    try:
+        publisher.publish("log", line="[TASK] heard by no one")
+        assert _wait(lambda: not queue.wanted(channel)), "a batch nobody heard stops the channel"
+        publisher.publish("log", line="[STEP] dropped before it is built")
+        stream = follow(client, channel, poll_s=0.1)
+        assert next(stream) is None  # subscribed
+        assert _wait(lambda: queue.wanted(channel)), "asked again after unheard_s"
+        publisher.publish("log", line="[DONE] heard")
+        message = next(m for m in stream if m is not None)
+        assert message["line"] == "[DONE] heard"  # the dropped line never arrives
+        assert queue.wanted(channel)
+        stream.close()
+    finally:
+        queue.close()
+        client.close()
+
+
+def test_a_pattern_subscriber_counts_as_listening(test_settings: Settings) -> None:
+    client = redis.Redis.from_url(test_settings.resolved_redis_url())
+    channel = f"wsrl:logs:test:{uuid.uuid4().hex[:8]}"
+    pubsub = client.pubsub()
+    pubsub.psubscribe(f"{channel[:-2]}*")
+    assert pubsub.get_message(timeout=1)["type"] == "psubscribe"
+    queue = PublishQueue(client, unheard_s=60)
+    try:
+        queue.put(channel, b"{}")
+        message = None
+        deadline = time.monotonic() + 3
+        while message is None and time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.2)
+        assert message is not None and message["type"] == "pmessage"
+        time.sleep(0.05)  # the sender has read PUBLISH's answer
+        assert queue.wanted(channel)
+    finally:
+        queue.close()
+        pubsub.close()
+        client.close()

@@ -5,10 +5,10 @@ and ``wsrl eval --publish`` all call it): it records the version in Postgres, th
 ``{base_url, model, version, status, protocol}`` to :data:`ENDPOINT_KEY` and publishes the
 same JSON on :data:`ENDPOINT_CHANNEL` (an empty message: withdrawn). ``protocol`` is the
 agent protocol the policy was trained for (:class:`app.core.agent.AgentProtocol`; workers
-play it). Versions only go up. Workers
-read the key once per LLM call (a single GET; the API's gateway follows the announcements
-instead, :mod:`app.api.services.gateway_endpoint`), so a new version is used from the next
-call on without a restart.
+play it). Versions only go up. Workers and the API's gateway follow the announcements
+(:class:`FollowedRecord`; :mod:`app.api.services.gateway_endpoint`) and read the key again
+when one comes, and at least once a second, so a new version is used from the next call on
+without a restart (decision 0028).
 While weights sync the status is ``paused``: callers wait (capped backoff) instead of
 failing. Postgres is the truth: when Redis lost the record (flushed, restarted without its
 files) :func:`restore_endpoint` writes it back from the ``active`` row, and the resolver
@@ -481,8 +481,8 @@ class EndpointResolver:
         return published
 
     def current(self) -> PolicyEndpoint:
-        """The endpoint as published now (serving or paused): one GET per call, so a new
-        record is used from the next call on.
+        """The endpoint as published now (serving or paused): a GET per call, or the
+        followed record (``follow``), so a new record is used from the next call on.
 
         A Redis failure is an error rather than a silent switch to the fallback: the
         fallback may be another model, and its samples would be mislabelled.

@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.endpoint import EndpointStatus, next_version, resume_version
-from app.db.lifecycle import RolloutMode
+from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
 from app.webshop.success import success_rate
@@ -103,6 +103,10 @@ class TrainBackend(Protocol):
 
 class AlreadyTrainedError(RuntimeError):
     """Some rollouts of a batch were marked by another step meanwhile; nothing was recorded."""
+
+
+# How long a run that trained all its steps waits for its last evaluation round.
+FINAL_EVALUATION_WAIT_S = 600.0
 
 
 @dataclass
@@ -365,11 +369,15 @@ class TrainLoop:
         stop: threading.Event | None = None,
         on_step: Callable[[StepResult], None] | None = None,
         wait_timeout_s: float | None = None,
+        finish_evaluation: bool = False,
     ) -> list[StepResult]:
         """Train ``steps`` steps (None: until ``stop``); a wait past ``wait_timeout_s`` ends
-        the run early."""
+        the run early. With ``finish_evaluation``, a run that trained all its steps then
+        waits for its evaluation episodes still queued or running (the last version's
+        round), while its weights are still served: :meth:`finish_evaluation`."""
         stop = stop or threading.Event()
         results: list[StepResult] = []
+        started_at = self._now()
         self._enqueue_eval(only_if_first=True)  # the starting weights' baseline
         while not stop.is_set() and (steps is None or len(results) < steps):
             started = time.perf_counter()
@@ -380,4 +388,50 @@ class TrainLoop:
             results.append(result)
             if on_step is not None:
                 on_step(result)
+        if finish_evaluation and steps is not None and len(results) >= steps:
+            self.finish_evaluation(stop, started_at, wait_timeout_s or FINAL_EVALUATION_WAIT_S)
         return results
+
+    def _now(self) -> Any:
+        with session_scope(self.sessions) as session:
+            return session.scalar(select(func.now()))
+
+    def finish_evaluation(self, stop: threading.Event, since: Any, timeout_s: float) -> bool:
+        """Wait until no evaluation episode queued since ``since`` is queued or running, so
+        that the last version's round is played by the weights it evaluates before a
+        trainer that exits stops serving them; False when stopped or past ``timeout_s``
+        (what was left is said in the log)."""
+        if self.scheduler is None or not self.options.eval_every:
+            return True
+        deadline = time.monotonic() + timeout_s
+        said = False
+        while not stop.is_set():
+            with session_scope(self.sessions) as session:
+                pending = session.scalar(
+                    select(func.count())
+                    .select_from(Rollout)
+                    .where(
+                        Rollout.mode == RolloutMode.EVAL,
+                        Rollout.status.in_((RolloutStatus.QUEUED, RolloutStatus.RUNNING)),
+                        Rollout.created_at >= since,
+                    )
+                )
+            if not pending:
+                if self.eval_rounds is not None:
+                    self.eval_rounds.log_finished()
+                return True
+            if time.monotonic() >= deadline:
+                logger.warning(
+                    "stopping with %d evaluation episodes of v%d unplayed (waited %.0f s)",
+                    pending,
+                    self.version,
+                    timeout_s,
+                )
+                return False
+            if not said:
+                logger.info(
+                    "waiting for the evaluation of v%d (%d episodes)", self.version, pending
+                )
+                said = True
+            stop.wait(self.options.poll_s)
+        return False

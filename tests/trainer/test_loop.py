@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from sqlalchemy import select
 from app.config import Settings
 from app.core.celery import create_celery
 from app.core.endpoint import ENDPOINT_CHANNEL, read_endpoint
-from app.db.lifecycle import PolicyVersionStatus, RolloutMode
+from app.db.lifecycle import PolicyVersionStatus, RolloutMode, RolloutStatus
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer import checkpoints
@@ -251,6 +253,74 @@ def test_held_out_evaluations_at_start_and_every_n_versions(
     finally:
         trainer.close()
     assert len(evaluations()) == 4  # a restart does not evaluate the same weights again
+
+
+def _finish_evaluations_after(sessions, delay_s: float) -> threading.Thread:
+    """What the workers would do: play every eval episode queued so far, ``delay_s`` later."""
+
+    def finish() -> None:
+        time.sleep(delay_s)
+        with session_scope(sessions) as session:
+            for rollout in session.scalars(select(Rollout).where(Rollout.mode == RolloutMode.EVAL)):
+                rollout.status = RolloutStatus.SUCCEEDED
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    return thread
+
+
+def test_a_run_that_trained_all_its_steps_waits_for_its_last_evaluation(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    """The last version's round was still in flight when a trainer with --steps exited
+    (seen on the first GPU run): its weights stopped being served under it."""
+    with session_scope(sessions) as session:
+        for goal in (11, 12, 13):
+            ensure_goal(session, goal, split="test")
+        add_group(session, [S, S])
+        add_group(session, [S, S])
+    options = LoopOptions(
+        checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.05, eval_every=1
+    )
+    trainer = start_evaluating(fresh_settings, tiny_checkpoint, options)
+    try:
+        workers = _finish_evaluations_after(sessions, 1.5)
+        started = time.monotonic()
+        results = trainer.loop.run(steps=1, wait_timeout_s=20, finish_evaluation=True)
+        waited = time.monotonic() - started
+        workers.join()
+        assert [r.version for r in results] == [1]
+        assert waited >= 1.5, "returned while the evaluation was still queued"
+        assert waited < 15, "kept waiting after the evaluation was played"
+        with session_scope(sessions) as session:
+            statuses = session.scalars(
+                select(Rollout.status).where(Rollout.mode == RolloutMode.EVAL)
+            ).all()
+        assert len(statuses) == 4 and set(statuses) == {RolloutStatus.SUCCEEDED}
+    finally:
+        trainer.close()
+
+
+def test_the_wait_for_the_last_evaluation_is_bounded(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path, caplog
+) -> None:
+    with session_scope(sessions) as session:
+        for goal in (11, 12, 13):
+            ensure_goal(session, goal, split="test")
+        add_group(session, [S, S])
+        add_group(session, [S, S])
+    options = LoopOptions(
+        checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.05, eval_every=1
+    )
+    trainer = start_evaluating(fresh_settings, tiny_checkpoint, options)
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="trainer.loop"):
+            trainer.loop.run(steps=1, wait_timeout_s=2, finish_evaluation=True)
+        assert 2 <= time.monotonic() - started < 15
+        assert "evaluation episodes of v1 unplayed" in caplog.text
+    finally:
+        trainer.close()
 
 
 def test_the_published_endpoint_names_the_advertised_host(

@@ -151,7 +151,9 @@ def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[s
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        loop.run(run.steps, stop, on_step=lambda result: echo(step_line(result)))
+        loop.run(
+            run.steps, stop, on_step=lambda result: echo(step_line(result)), finish_evaluation=True
+        )
     finally:
         local_run.close()
 

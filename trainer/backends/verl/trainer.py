@@ -300,7 +300,9 @@ class WebShopPPOTrainer(RayPPOTrainer):
         redis = Redis.from_url(self.settings.resolved_redis_url())
         try:
             loop = self._loop(sessions, redis)
-            loop.run(steps=max(int(self.total_training_steps) - loop.step, 0))
+            loop.run(
+                steps=max(int(self.total_training_steps) - loop.step, 0), finish_evaluation=True
+            )
         finally:
             if self.metrics is not None:
                 self.metrics.close()

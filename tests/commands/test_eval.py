@@ -17,8 +17,8 @@ from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from app.commands.eval import Outcome, score_of, wait_for_rollouts
 from app.config import Settings
+from app.core.evaluation import Outcome, score_of, wait_for_rollouts
 from app.db import migrate
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Rollout

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.agent import DEFAULT_HISTORY_STEPS
+from app.core.intervals import mean_half_width, rate_half_width
 from app.webshop.env import WebShopEnv
 from app.webshop.success import success_rate
 from trainer.generation import GenerationRequest, generate_batch
@@ -37,14 +38,13 @@ class EvalResult:
     @property
     def success_ci(self) -> float:
         """Half-width of the normal 95 % interval of the success rate."""
-        p, n = self.success_rate, max(len(self.rewards), 1)
-        return 1.96 * (p * (1 - p) / n) ** 0.5
+        return rate_half_width(self.success_rate, len(self.rewards))
 
     @property
     def reward_ci(self) -> float:
         """Half-width of the normal 95 % interval of the mean reward."""
         n = len(self.rewards)
-        return 1.96 * statistics.stdev(self.rewards) / n**0.5 if n > 1 else 0.0
+        return mean_half_width(statistics.stdev(self.rewards), n) if n > 1 else 0.0
 
 
 def evaluate(

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.core.celery import create_celery
 from app.core.enqueue import choose_goals, enqueue_rollouts
+from app.core.evaluation import enqueue_evaluation
 from app.core.opening import parse_start
 from app.db.lifecycle import RolloutMode, RolloutStart, RolloutStatus
 from app.db.models import Rollout
@@ -137,13 +138,8 @@ class Scheduler:
         if self.eval_goals <= 0:
             return 0
         goal_ids = choose_goals(session, self.eval_split, self.eval_goals, random.Random(EVAL_SEED))
-        enqueue_rollouts(
-            session,
-            self.celery,
-            goal_ids=goal_ids,
-            mode=RolloutMode.EVAL.value,
-            sampling=self.eval_sampling,
-            settings=self.settings,
+        enqueue_evaluation(
+            session, self.celery, goal_ids, settings=self.settings, sampling=self.eval_sampling
         )
         logger.info("scheduler: queued an evaluation on %d goals", len(goal_ids))
         return len(goal_ids)

@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from app.core.intervals import mean_half_width, rate_half_width
+
 console = Console(highlight=False)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -37,11 +39,10 @@ def smoothed(values: list[float], weights: list[int]) -> list[float]:
 def interval(row: dict[str, Any], key: str) -> float:
     """Half-width of the normal 95 % interval of a round's ``mean_reward`` or
     ``success_rate`` (binomial), from its episodes."""
-    n = max(int(row["episodes"]), 1)
+    n = int(row["episodes"])
     if key == "success_rate":
-        p = float(row["success_rate"])
-        return 1.96 * (p * (1 - p) / n) ** 0.5
-    return 1.96 * float(row.get("reward_std") or 0.0) / n**0.5
+        return rate_half_width(float(row["success_rate"]), n)
+    return mean_half_width(float(row.get("reward_std") or 0.0), n)
 
 
 def plot(rows: list[dict[str, Any]], out: Path) -> None:

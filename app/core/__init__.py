@@ -9,4 +9,6 @@ and the database.
 * :mod:`app.core.env_client` / :mod:`app.core.http_pool`: the env server's HTTP client.
 * :mod:`app.core.gateway_keys`: per-attempt keys of the LLM gateway.
 * :mod:`app.core.preflight`: the checks every training run needs (``wsrl doctor``).
+* :mod:`app.core.evaluation`: evaluating a policy on the pipeline (queue, wait, score).
+* :mod:`app.core.intervals`: the confidence intervals of reported scores.
 """

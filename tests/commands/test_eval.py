@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,11 +15,11 @@ import pytest
 from helpers.factories import make_goal, make_rollout
 from helpers.processes import REPO, WSRL, child_env, set_llm_fault
 from helpers.stack import RolloutStack, isolated_settings
-from sqlalchemy import update
+from sqlalchemy import Engine, update
 from sqlalchemy.orm import Session
 
-from app.commands.eval import Outcome, score_of, wait_for_rollouts
 from app.config import Settings
+from app.core.evaluation import EvalTimeout, Outcome, score_of, wait_for_rollouts
 from app.db import migrate
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Rollout
@@ -59,6 +60,14 @@ def test_infrastructure_reasons(reason: str, infrastructure: bool) -> None:
 def test_no_completed_episode_scores_0_and_says_so() -> None:
     result = score_of([Outcome("failed", None, "failed after 3 attempts: env error: x")])
     assert result.line() == "score=0.0 success=0.0% episodes=0 failed=1"
+
+
+def test_the_wait_gives_up_at_its_timeout_naming_what_is_left(db_engine: Engine) -> None:
+    """Rollouts that never finish (here: never queued) end the wait with an error that
+    says how many are left and where to look, not a hang."""
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    with pytest.raises(EvalTimeout, match=r"2 of 2 eval rollouts unfinished after 0s .*'eval'"):
+        wait_for_rollouts(make_sessionmaker(db_engine), ids, 0, lambda _: None)
 
 
 @pytest.mark.slow

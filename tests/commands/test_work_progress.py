@@ -54,12 +54,12 @@ def test_eval_shows_progress_either_way(tty: bool, monkeypatch: pytest.MonkeyPat
     console, out = _console(tty)
     monkeypatch.setattr(eval_command, "console", console)
 
-    def play(sessions, ids, timeout, on_progress):
+    def play(sessions, ids, timeout, on_progress, **_):
         for done in range(len(ids) + 1):
             on_progress(done)
         return [1.0] * len(ids)
 
-    monkeypatch.setattr(eval_command, "wait_for_rollouts", play)
+    monkeypatch.setattr("app.core.evaluation.wait_for_rollouts", play)
     ids = [uuid.uuid4() for _ in range(3)]
     assert eval_command._wait_with_progress(None, ids, timeout=1.0) == [1.0] * 3
     text = out.getvalue()

@@ -33,8 +33,8 @@ from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import Row, select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from app.commands.eval import Outcome, score_of
 from app.config import Settings
+from app.core.evaluation import Outcome, score_of
 from app.db import migrate
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, Rollout

@@ -105,10 +105,6 @@ class AlreadyTrainedError(RuntimeError):
     """Some rollouts of a batch were marked by another step meanwhile; nothing was recorded."""
 
 
-# How long a run that trained all its steps waits for its last evaluation round.
-FINAL_EVALUATION_WAIT_S = 600.0
-
-
 @dataclass
 class LoopOptions:
     """How the loop runs (the algorithm is in :class:`~trainer.config.TrainerConfig`)."""
@@ -130,6 +126,9 @@ class LoopOptions:
     """Queue a held-out evaluation (the scheduler's ``eval_goals``) every this many policy
     versions, and one of the starting weights when the database has no evaluation yet;
     0: never. The ``eval`` episodes run on the same workers, beside the train groups."""
+    final_eval_wait_s: float = 600.0
+    """How long a run that trained all its steps waits, still serving, for the evaluation
+    episodes still queued or running (the last version's round) before it returns."""
 
 
 @dataclass
@@ -389,7 +388,10 @@ class TrainLoop:
             if on_step is not None:
                 on_step(result)
         if finish_evaluation and steps is not None and len(results) >= steps:
-            self.finish_evaluation(stop, started_at, wait_timeout_s or FINAL_EVALUATION_WAIT_S)
+            wait_s = self.options.final_eval_wait_s
+            if wait_timeout_s is not None:
+                wait_s = min(wait_s, wait_timeout_s)
+            self.finish_evaluation(stop, started_at, wait_s)
         return results
 
     def _now(self) -> Any:

@@ -232,6 +232,7 @@ def test_the_scheduler_draws_openings_and_queues_evaluations_on_the_verl_path(
         "webshop.train_starts=[results,item]",
         "webshop.eval_every=2",
         "webshop.eval_goals=2",
+        "webshop.final_eval_wait_s=0",  # no workers play them here
     )
     trainer.fit()
     assert len(gpu.updates) == 2

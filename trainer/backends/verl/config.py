@@ -216,6 +216,7 @@ def loop_options(config: DictConfig) -> LoopOptions:
         poll_s=float(shop.poll_interval_s),
         skip_zero_variance=bool(shop.skip_zero_variance),
         eval_every=int(shop.eval_every),
+        final_eval_wait_s=float(shop.final_eval_wait_s),
     )
 
 

@@ -1,6 +1,6 @@
 """Tiny-policy bootstrap: size, build time, and success of the warm-started policy.
 
-Builds the tiny policy with :func:`trainer.bootstrap.bootstrap` (fair demonstrations on
+Builds the tiny policy with :func:`trainer.bootstrap.build.bootstrap` (fair demonstrations on
 train goals -> supervised learning) into a temporary folder and evaluates it in-process on
 the first test goals, greedy and sampled (temperature 1). Prints:
 
@@ -33,12 +33,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.core.agent import parse_action
 from app.webshop.env import WebShopEnv
-from trainer import demonstrations
-from trainer.bootstrap import BootstrapConfig, bootstrap
-from trainer.copy_pretraining import CopyTask
+from trainer.bootstrap import demonstrations
+from trainer.bootstrap.build import BootstrapConfig, bootstrap
+from trainer.bootstrap.copy_pretraining import CopyTask
+from trainer.bootstrap.inprocess_eval import evaluate
+from trainer.bootstrap.tiny_policy import TinySize
 from trainer.generation import GenerationRequest, generate_batch
-from trainer.inprocess_eval import evaluate
-from trainer.tiny_policy import TinySize
 
 
 def random_baseline(env: WebShopEnv, goals: list[int], seed: int) -> tuple[float, float]:

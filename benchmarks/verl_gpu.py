@@ -72,7 +72,7 @@ FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 def tiny_checkpoint(folder: Path) -> Path:
     """The tiny policy's architecture with random weights and a small tokenizer."""
-    from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+    from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 
     tokenizer = train_tokenizer(TEXTS, 400)
     build_model(tokenizer, TinySize(vocab_size=400), seed=0).save_pretrained(folder)
@@ -321,10 +321,10 @@ def check_verl(checks: Checks, tiny: Path, attn: str) -> None:
 def check_local(checks: Checks, tiny: Path, device: str = "cuda") -> None:
     """The local backend on ``device``: its forward against what the policy server recorded."""
     from trainer.backends.local.learner import Learner
+    from trainer.backends.local.policy_server import PolicyServer
     from trainer.backends.local.run import LocalBackend
     from trainer.config import TrainerConfig
     from trainer.loop import LoopOptions
-    from trainer.policy_server import PolicyServer
 
     config = TrainerConfig(group_size=4, batch_groups=3, device=device, lr=1e-3)
     learner = Learner(tiny, config)

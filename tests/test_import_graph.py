@@ -5,6 +5,7 @@ circle when they hide one: ``workers/rollout.py`` <-> ``workers/external_agent.p
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,3 +104,12 @@ def test_no_module_imports_itself_back() -> None:
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_the_shared_loop_contract_names_every_module_at_the_trainers_top() -> None:
+    # a module added at the top of trainer/ is shared: the contract must keep it free of the
+    # backends and the bootstrap too (import-linter takes no "every module but" pattern)
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    shared = next(c for c in contracts["contracts"] if c["name"].startswith("The shared loop"))
+    top = {f"trainer.{p.stem}" for p in (ROOT / "trainer").glob("*.py") if p.stem != "__init__"}
+    assert set(shared["source_modules"]) == top

@@ -29,9 +29,9 @@ the rollouts trained on, and ``batch/retired_groups`` how many groups were retir
 Restart: step and version come from Postgres (:func:`resume`): numbering continues after
 the last committed step, and the restored weights are published again (under a new
 version when anything newer was published meanwhile), so versions only go up. Which
-weights are restored is the backend's business (:mod:`trainer.checkpoints` for the local
-one, verl's checkpoints for verl); neither loads a checkpoint newer than the last
-committed step.
+weights are restored is the backend's business (:mod:`trainer.backends.local.checkpoints`
+for the local one, verl's checkpoints for verl); neither loads a checkpoint newer than
+the last committed step.
 """
 
 from __future__ import annotations

@@ -286,7 +286,7 @@ def _child_env(settings, model: Path) -> dict[str, str] | None:
     import json
     import os
 
-    from trainer.bootstrap import MANIFEST
+    from trainer.bootstrap.build import MANIFEST
 
     manifest = model / MANIFEST
     if not manifest.exists():

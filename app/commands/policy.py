@@ -57,9 +57,9 @@ def bootstrap_command(
     from app.config import get_settings
     from app.progress import WorkProgress
     from app.webshop.env import WebShopEnv
-    from trainer.bootstrap import BootstrapConfig, bootstrap
+    from trainer.bootstrap.build import BootstrapConfig, bootstrap
+    from trainer.bootstrap.tiny_policy import TinySize
     from trainer.config import tiny_policy_path
-    from trainer.tiny_policy import TinySize
 
     settings = get_settings()
     size = TinySize()
@@ -162,7 +162,7 @@ def _evaluate(
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.inprocess_eval import evaluate
+    from trainer.bootstrap.inprocess_eval import evaluate
 
     ids = held_out_goal_ids(env, goals)
     model = AutoModelForCausalLM.from_pretrained(str(target)).eval()

@@ -18,7 +18,7 @@ from app.config import Settings
 from app.db import migrate
 from app.db.models import TrainStep
 from app.db.session import make_engine
-from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 
 runner = CliRunner()
 TEXTS = ["search[red cotton shirt] click[b00abc123] click[buy now] click[< prev]"] * 30

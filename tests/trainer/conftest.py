@@ -9,7 +9,7 @@ import redis
 from app.config import Settings
 from app.core.endpoint import withdraw_endpoint
 from app.db import migrate
-from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 
 TEXTS = [
     "i need a red cotton shirt for men, and price lower than 30.00 dollars",

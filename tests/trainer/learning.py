@@ -1,6 +1,6 @@
 """The CI learning run's sizes, its policy and its held-out measure (test_learning.py).
 
-The held-out player is the pipeline's own: :class:`trainer.play.LocalEpisode` (the agent
+The held-out player is the pipeline's own: :class:`trainer.bootstrap.play.LocalEpisode` (the agent
 protocol and the page's ``structured_outputs``) and :func:`trainer.generation.generate_batch`
 (the policy server's decoder, masks included), greedy on test goals.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 from app.webshop.env import WebShopEnv
 from app.webshop.pages import Page
 from trainer.backends.local.learner import Learner
+from trainer.bootstrap.play import LocalEpisode
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 from trainer.generation import GenerationRequest, generate_batch
-from trainer.play import LocalEpisode
-from trainer.tiny_policy import TinySize, build_model, train_tokenizer
 
 SIZE = TinySize(
     vocab_size=1000, hidden_size=64, layers=2, heads=2, intermediate_size=128, max_positions=2048

@@ -5,7 +5,7 @@ import pytest
 import torch
 from verl.trainer.ppo import core_algos
 
-from trainer import algorithms
+from trainer.backends.local import algorithms
 from trainer.config import TrainerConfig
 
 REWARDS = [1.0, 0.0, 0.5, 0.0, 1.0, 1.0, 0.2, 0.9]

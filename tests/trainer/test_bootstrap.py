@@ -9,13 +9,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.core.agent import parse_action
 from app.webshop.env import WebShopEnv
-from trainer import demonstrations
-from trainer.bootstrap import BootstrapConfig, _drills, action_nll, bootstrap, cached_manifest
-from trainer.copy_pretraining import CopyTask
-from trainer.inprocess_eval import evaluate
+from trainer.bootstrap import demonstrations
+from trainer.bootstrap.build import BootstrapConfig, _drills, action_nll, bootstrap, cached_manifest
+from trainer.bootstrap.copy_pretraining import CopyTask
+from trainer.bootstrap.inprocess_eval import evaluate
+from trainer.bootstrap.tiny_policy import TinySize, train_tokenizer
 from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
-from trainer.tiny_policy import TinySize, train_tokenizer
 
 TINY = BootstrapConfig(
     seed=3,

@@ -3,7 +3,7 @@
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from trainer.copy_pretraining import CopyTask, copy_batch, copy_pretrain
+from trainer.bootstrap.copy_pretraining import CopyTask, copy_batch, copy_pretrain
 
 
 def _model(vocab: int) -> Qwen2ForCausalLM:

@@ -28,7 +28,7 @@ from app.core.endpoint import ENDPOINT_CHANNEL, read_endpoint
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode, RolloutStatus
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from trainer import checkpoints
+from trainer.backends.local import checkpoints
 from trainer.backends.local.run import LocalRun, start_local_run
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop
@@ -361,7 +361,7 @@ def test_the_trainer_publishes_the_agent_protocol_with_every_version(
     import shutil
 
     from app.core.agent import AgentMode, AgentProtocol
-    from trainer.bootstrap import MANIFEST
+    from trainer.bootstrap.build import MANIFEST
 
     model = tmp_path / "bootstrapped"
     shutil.copytree(tiny_checkpoint, model)
@@ -392,7 +392,7 @@ def test_settings_that_contradict_the_bootstrap_stop_the_trainer_before_it_serve
     import shutil
 
     from app.core.agent import AgentProtocolMismatch
-    from trainer.bootstrap import MANIFEST
+    from trainer.bootstrap.build import MANIFEST
 
     model = tmp_path / "bootstrapped"
     shutil.copytree(tiny_checkpoint, model)

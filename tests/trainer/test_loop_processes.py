@@ -19,11 +19,11 @@ from app.core.env_client import EnvClient
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from trainer import checkpoints
+from trainer.backends.local import checkpoints
 from trainer.backends.local.run import start_local_run
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions
-from trainer.tiny_policy import TinySize, build_model, train_tokenizer
 
 pytestmark = pytest.mark.slow
 

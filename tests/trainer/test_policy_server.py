@@ -9,8 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainer.backends.local.learner import Learner
+from trainer.backends.local.policy_server import PolicyServer, ServerHandle
 from trainer.config import TrainerConfig
-from trainer.policy_server import PolicyServer, ServerHandle
 from trainer.samples import Sample
 from trainer.tensors import collate
 

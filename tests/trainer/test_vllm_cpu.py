@@ -34,7 +34,7 @@ from app.db.session import make_engine, session_scope
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app as create_env_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from trainer.tiny_policy import TinySize, build_model, train_tokenizer
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 from workers.agent import run_episode
 from workers.llm import LLMClient
 

@@ -19,7 +19,7 @@ from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app as create_env_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from trainer.play import LocalEpisode
+from trainer.bootstrap.play import LocalEpisode
 from workers.agent import run_episode
 from workers.llm import LLMClient
 
@@ -126,7 +126,7 @@ def test_opening_steps_are_recorded_without_llm_calls_and_prompt_as_in_process(
     assert all(line.endswith("(opening)") for line in recorder.lines[1 : 1 + opening])
     _check_logs(recorder, result)
     # The first prompt shows the opening as the policy's own history, exactly as the
-    # in-process player (trainer.play.LocalEpisode) builds it.
+    # in-process player (trainer.bootstrap.play.LocalEpisode) builds it.
     local = LocalEpisode(webshop_env, goal_id, start=start)
     assert local.opening == [s.action for s in scripted]
     assert recorder.calls[0].messages == local.messages()

@@ -82,7 +82,7 @@ def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> No
     the trainer publishes that protocol, and refuses settings given explicitly that say
     otherwise. ``model_path`` None: the tiny policy that ``wsrl policy bootstrap`` builds
     with its defaults."""
-    from trainer.bootstrap import policy_protocol  # torch
+    from trainer.bootstrap.build import policy_protocol  # torch
 
     try:
         policy_protocol(settings, model_path)

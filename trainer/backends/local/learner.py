@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from trainer import algorithms
+from trainer.backends.local import algorithms
 from trainer.config import TrainerConfig
 from trainer.constrained import TokenIndex, token_index
 from trainer.generation import stop_token_ids

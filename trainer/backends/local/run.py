@@ -22,13 +22,13 @@ from sqlalchemy import Engine
 
 from app.config import Settings
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from trainer import checkpoints
-from trainer.algorithms import rollout_advantages
+from trainer.backends.local import checkpoints
+from trainer.backends.local.algorithms import rollout_advantages
 from trainer.backends.local.learner import Learner
-from trainer.bootstrap import policy_protocol
+from trainer.backends.local.policy_server import PolicyServer, ServerHandle
+from trainer.bootstrap.build import policy_protocol
 from trainer.config import TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
-from trainer.policy_server import PolicyServer, ServerHandle
 from trainer.publish import Publisher, committed_step
 from trainer.samples import RolloutRecord, Sample, build_samples
 from trainer.scheduler import Scheduler
@@ -39,9 +39,10 @@ logger = logging.getLogger(__name__)
 
 class LocalBackend:
     """The local backend in the loop: samples and advantages of
-    :mod:`trainer.algorithms`, an update in this process, :mod:`trainer.checkpoints`, and a
-    copy of the weights swapped into the in-process policy server (which keeps serving
-    the previous version during the update)."""
+    :mod:`trainer.backends.local.algorithms`, an update in this process,
+    :mod:`trainer.backends.local.checkpoints`, and a copy of the weights swapped into the
+    in-process policy server (which keeps serving the previous version during the
+    update)."""
 
     pauses_serving = False
 

@@ -3,7 +3,7 @@
 Everything is built here from nothing (no download): a word-level tokenizer trained on
 the catalog's text and the action grammar, with a ChatML template so that
 ``apply_chat_template`` works, and a randomly initialised ``Qwen2ForCausalLM``. The
-warm start (supervised learning on demonstrations) is in :mod:`trainer.bootstrap`.
+warm start (supervised learning on demonstrations) is in :mod:`trainer.bootstrap.build`.
 
 Why whole words: the policy acts by copying a product id, an option value or instruction
 words from its prompt. When an id like ``b0yw0i2zyn`` is six pieces a tiny model rarely

@@ -23,17 +23,17 @@ import transformers
 
 from app.core.agent import AgentProtocol, agent_protocol
 from app.webshop.env import WebShopEnv
-from trainer import demonstrations
-from trainer.copy_pretraining import CopyTask, copy_pretrain
-from trainer.samples import Sample
-from trainer.tensors import TrainBatch, collate
-from trainer.tiny_policy import (
+from trainer.bootstrap import demonstrations
+from trainer.bootstrap.copy_pretraining import CopyTask, copy_pretrain
+from trainer.bootstrap.tiny_policy import (
     SPECIAL_TOKENS,
     TinySize,
     build_model,
     count_parameters,
     train_tokenizer,
 )
+from trainer.samples import Sample
+from trainer.tensors import TrainBatch, collate
 
 logger = logging.getLogger(__name__)
 MANIFEST = "bootstrap.json"
@@ -72,7 +72,7 @@ class BootstrapConfig:
     keeps prompts short."""
     context_weight: float = 0.0
     """Weight of the next-token loss on prompt tokens. Zero: the replies now repeat prompt
-    tokens (see :mod:`trainer.demonstrations`), so the action loss alone teaches copying,
+    tokens (see :mod:`trainer.bootstrap.demonstrations`), so the action loss alone teaches copying,
     and the vocabulary projection over every prompt token cost 2.5 times the transformer
     itself (held-out exact searches 34/50 at 0 in 195 s, against 0/50 at 1 with the
     tokens the replies had before, in 300 s)."""
@@ -92,7 +92,7 @@ class BootstrapConfig:
     learned from many examples: held-out option clicks 2-3/57 without these, 29/57 with
     800 goals' option steps (6 epochs)."""
     copy: CopyTask = field(default_factory=CopyTask)
-    """Copy pretraining before the demonstrations (:mod:`trainer.copy_pretraining`)."""
+    """Copy pretraining before the demonstrations (:mod:`trainer.bootstrap.copy_pretraining`)."""
     tokenizer_goals: int = 400
     """Goals whose instructions and demonstration pages train the tokenizer (with every
     product title; every product id is a token of its own)."""

@@ -1,6 +1,6 @@
 """Play a policy on WebShop goals in this process: many episodes stepped in lock-step.
 
-Every active episode is a :class:`trainer.play.LocalEpisode` (the agent protocol, as in
+Every active episode is a :class:`trainer.bootstrap.play.LocalEpisode` (the agent protocol, as in
 the Celery worker); all are sampled in one batch.
 """
 
@@ -15,8 +15,8 @@ from app.core.agent import DEFAULT_HISTORY_STEPS
 from app.core.intervals import mean_half_width, rate_half_width
 from app.webshop.env import WebShopEnv
 from app.webshop.success import success_rate
+from trainer.bootstrap.play import LocalEpisode
 from trainer.generation import GenerationRequest, generate_batch
-from trainer.play import LocalEpisode
 
 
 @dataclass

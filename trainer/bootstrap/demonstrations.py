@@ -43,7 +43,7 @@ from app.core.opening import search_keywords
 from app.webshop.agents import BUTTONS, goal_option_values
 from app.webshop.env import WebShopEnv
 from app.webshop.goals import Goal
-from trainer.play import LocalEpisode
+from trainer.bootstrap.play import LocalEpisode
 from trainer.samples import Sample
 
 

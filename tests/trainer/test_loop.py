@@ -269,20 +269,23 @@ def _finish_evaluations_after(sessions, delay_s: float) -> threading.Thread:
     return thread
 
 
-def test_a_run_that_trained_all_its_steps_waits_for_its_last_evaluation(
-    fresh_settings: Settings, sessions, tiny_checkpoint: Path
-) -> None:
-    """The last version's round was still in flight when a trainer with --steps exited
-    (seen on the first GPU run): its weights stopped being served under it."""
+def _one_step_evaluating_every_version(settings: Settings, sessions, model: Path) -> LocalRun:
+    """Three test goals, two complete groups (one step's batch), an evaluation per version."""
     with session_scope(sessions) as session:
         for goal in (11, 12, 13):
             ensure_goal(session, goal, split="test")
         add_group(session, [S, S])
         add_group(session, [S, S])
-    options = LoopOptions(
-        checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.05, eval_every=1
-    )
-    trainer = start_evaluating(fresh_settings, tiny_checkpoint, options)
+    options = LoopOptions(checkpoint_dir=settings.data_dir / "ckpt", poll_s=0.05, eval_every=1)
+    return start_evaluating(settings, model, options)
+
+
+def test_a_run_that_trained_all_its_steps_waits_for_its_last_evaluation(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+) -> None:
+    """The last version's round was still in flight when a trainer with --steps exited
+    (seen on the first GPU run): its weights stopped being served under it."""
+    trainer = _one_step_evaluating_every_version(fresh_settings, sessions, tiny_checkpoint)
     try:
         workers = _finish_evaluations_after(sessions, 1.5)
         started = time.monotonic()
@@ -304,15 +307,7 @@ def test_a_run_that_trained_all_its_steps_waits_for_its_last_evaluation(
 def test_the_wait_for_the_last_evaluation_is_bounded(
     fresh_settings: Settings, sessions, tiny_checkpoint: Path, caplog
 ) -> None:
-    with session_scope(sessions) as session:
-        for goal in (11, 12, 13):
-            ensure_goal(session, goal, split="test")
-        add_group(session, [S, S])
-        add_group(session, [S, S])
-    options = LoopOptions(
-        checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.05, eval_every=1
-    )
-    trainer = start_evaluating(fresh_settings, tiny_checkpoint, options)
+    trainer = _one_step_evaluating_every_version(fresh_settings, sessions, tiny_checkpoint)
     try:
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="trainer.loop"):

@@ -120,17 +120,14 @@ clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
 # --- the offline GPU host (docs/operations.md, "Training on an offline GPU host") ---------
 .PHONY: gpu-lock gpu-kit gpu-kit-check
 GPU_HOST ?= docker/gpu/host-cuda.txt
-# The kit's policy: make dev's bootstrapped tiny policy when there is one, else a small one
-# bootstrapped for the kit alone (its replies are valid actions; not for learning figures).
-WSRL_POLICY := $(or $(WSRL_DATA_DIR),.wsrl)/policy/tiny-0
-GPU_KIT_POLICY ?= $(if $(wildcard $(WSRL_POLICY)/config.json),$(WSRL_POLICY),build/gpu-kit-policy)
+# The kit's policy: the tiny policy the repository ships (trainer/bootstrap/tiny-0).
+GPU_KIT_POLICY ?= trainer/bootstrap/tiny-0
 
 gpu-lock: setup  ## re-resolve docker/gpu/lock-cp312-cu130.txt (the GPU stack, hashed) with uv
 	$(PY) -m pip install -q "uv>=0.9"
 	$(PY) docker/gpu/kit.py lock --host $(GPU_HOST) --uv $(VENV)/bin/uv
 
-gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 59 MiB, manifest.json)
-	test -f $(GPU_KIT_POLICY)/config.json || $(WSRL) policy bootstrap --out $(GPU_KIT_POLICY) --episodes 20 --epochs 1
+gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 59 MiB and 64 MiB with the tree, manifest.json)
 	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY)
 
 PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))

@@ -38,7 +38,9 @@ def bootstrap_command(
             min=0, help="Held-out goals (test, then eval) to evaluate on afterwards (0 = none)."
         ),
     ] = 0,
-    force: Annotated[bool, typer.Option(help="Rebuild even when cached.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Build even when cached or shipped with the repository.")
+    ] = False,
     constrain_actions: Annotated[
         bool | None,
         typer.Option(
@@ -50,6 +52,10 @@ def bootstrap_command(
 ) -> None:
     """Build the tiny policy (tokenizer + model) and imitate fair demonstrations; cached
     per config. Run it with agent_history_steps = the manifest's history_steps (1).
+
+    The default configuration's build ships with the repository (trainer/bootstrap/tiny-0)
+    and is copied, in seconds, while the demonstrations and the bootstrap's code are those
+    it was built from; --force builds anyway.
 
     Writes a Hugging Face checkpoint folder (AutoModelForCausalLM / AutoTokenizer load it).
     No download: the tokenizer is trained on the catalog and the action grammar.
@@ -83,7 +89,12 @@ def bootstrap_command(
     )
     with WorkProgress(console) as progress:
         manifest = bootstrap(env, target, config, force=force, progress=progress.update)
-    state = "cached" if manifest["cached"] else f"built in {manifest['seconds']:.0f} s"
+    if manifest["cached"]:
+        state = "cached"
+    elif manifest["shipped"]:
+        state = "copied from the repository's build, its inputs unchanged"
+    else:
+        state = f"built in {manifest['seconds']:.0f} s"
     console.print(
         f"tiny policy in {target} ({state}): {manifest['parameters']:,} parameters, "
         f"{manifest['demonstrations']} demonstration steps, loss {manifest['final_loss']:.3f}"

@@ -42,7 +42,9 @@ ROOT = HERE.parents[1]
 LOCK = HERE / "lock-cp312-cu130.txt"
 HOST = HERE / "host-cuda.txt"
 OMIT = HERE / "kit-omit.txt"
-# One device call carries the repository (4.3 MiB) and one piece within 64 MiB.
+# One device call carries the working tree and one piece within 64 MiB; pieces are at most
+# 59 MiB, and smaller when the tree is larger (the shipped tiny policy is 8 MiB of it).
+CALL_MIB = 64
 PIECE_MIB = 59
 KIT_NAME = "wsrl-gpu-kit"
 # pip download's view of the target: CPython 3.12 on glibc x86-64.
@@ -309,9 +311,30 @@ def policy_files(policy: Path) -> list[tuple[Path, str]]:
     return [(p, f"policy/tiny-0/{p.relative_to(policy)}") for p in files]
 
 
+def tree_mib(root: Path = ROOT) -> float:
+    """The size of what a device call carries besides a piece: the files git tracks or
+    would track (not the ignored ones, build/ among them)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    paths = (root / name for name in listed.decode().split("\0") if name)
+    return sum(path.stat().st_size for path in paths if path.is_file()) / 2**20
+
+
+def piece_limit(tree: float) -> int:
+    """The largest piece that travels beside a tree of ``tree`` MiB (1 MiB to spare)."""
+    return min(PIECE_MIB, int(CALL_MIB - tree - 1))
+
+
 def build(args: argparse.Namespace) -> None:
-    if not 0 < args.piece_mib <= PIECE_MIB:
-        raise SystemExit(f"--piece-mib must be in (0, {PIECE_MIB}]")
+    limit = piece_limit(tree_mib())
+    if args.piece_mib is None:
+        args.piece_mib = limit
+    if not 0 < args.piece_mib <= limit:
+        raise SystemExit(
+            f"--piece-mib must be in (0, {limit}]: one call carries the working tree too"
+        )
     lock, host, omit = read_lock(args.lock), read_host(args.host), read_omit(args.omit)
     decided = plan(lock, host, omit)
     wheels = download(decided.carried, args.cache)
@@ -729,8 +752,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--piece-mib",
         type=float,
-        default=PIECE_MIB,
-        help=f"piece size, at most {PIECE_MIB} MiB (what one call carries)",
+        default=None,
+        help=f"piece size in MiB; default and most: {CALL_MIB} MiB less the working tree "
+        f"and 1 to spare, at most {PIECE_MIB}",
     )
     parser.add_argument(
         "--policy", type=Path, default=None, help="a tiny policy checkpoint folder to carry (build)"

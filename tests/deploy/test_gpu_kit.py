@@ -202,3 +202,13 @@ def test_the_lock_covers_every_dependency_the_project_declares_for_the_gpu_host(
         if pkg is None or not req.specifier.contains(Version(pkg.version), prereleases=True):
             unmet.append(f"{req} (lock: {pkg.version if pkg else 'absent'})")
     assert not unmet, f"run `make gpu-lock`: {unmet}"
+
+
+def test_a_piece_and_the_working_tree_fit_one_device_call() -> None:
+    """Every call carries the working tree (the shipped tiny policy included) beside its
+    piece, within 64 MiB: the default piece shrinks as the tree grows."""
+    tree = kit.tree_mib()
+    assert 4 < tree < 40, tree  # the repository's files, not build/ or .venv/
+    assert tree + kit.piece_limit(tree) <= kit.CALL_MIB - 1
+    assert kit.piece_limit(2.0) == kit.PIECE_MIB  # a small tree: the issue's 60 MiB cap rules
+    assert kit.piece_limit(20.5) == 42

@@ -1,6 +1,8 @@
 """Tiny-policy bootstrap smoke test: fair demonstrations -> SFT -> HF checkpoint."""
 
-from dataclasses import replace
+import json
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from app.core.agent import parse_action
 from app.webshop.env import WebShopEnv
 from trainer.bootstrap import demonstrations
-from trainer.bootstrap.build import BootstrapConfig, _drills, action_nll, bootstrap, cached_manifest
+from trainer.bootstrap.build import (
+    BootstrapConfig,
+    _drills,
+    action_nll,
+    bootstrap,
+    cached_manifest,
+    gather,
+)
 from trainer.bootstrap.copy_pretraining import CopyTask
 from trainer.bootstrap.inprocess_eval import evaluate
+from trainer.bootstrap.shipped import MANIFEST, SHIPPED, file_hashes, fingerprint, shipped_manifest
 from trainer.bootstrap.tiny_policy import TinySize, train_tokenizer
 from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
@@ -148,7 +158,8 @@ def test_bootstrap_writes_loadable_cached_reproducible_checkpoint(
     env: WebShopEnv, built, tmp_path: Path
 ) -> None:
     out, first = built
-    assert first["cached"] is False and first["parameters"] > 0
+    assert first["cached"] is False and first["shipped"] is False and first["parameters"] > 0
+    assert first["files"] == file_hashes(out) and "model.safetensors" in first["files"]
     assert first["built_with"]["torch"] == torch.__version__
     assert first["built_with"]["torch_threads"] == torch.get_num_threads()
     assert bootstrap(env, out, TINY)["cached"] is True
@@ -229,3 +240,51 @@ def test_drills_keep_only_the_practised_decision(env: WebShopEnv) -> None:
     assert len(items) == len(goals)  # every search lists results; one first-result click each
     assert {demonstrations.action_kind(d.action) for d in items} == {"item"}
     assert {demonstrations.action_kind(d.action) for d in item_page} == {"option", "buy"}
+
+
+REBUILD = "wsrl policy bootstrap --force --out trainer/bootstrap/tiny-0"
+
+
+def test_the_shipped_tiny_policy_is_built_from_todays_inputs_and_intact(env: WebShopEnv) -> None:
+    """The repository's tiny policy stands for what the bootstrap would build today: the
+    same configuration, demonstrations, tokenizer texts and code. A change to any of
+    them fails here until the policy is rebuilt and committed."""
+    manifest = json.loads((SHIPPED / MANIFEST).read_text())
+    assert manifest["config"] == json.loads(json.dumps(asdict(BootstrapConfig())))
+    digest = fingerprint(gather(env, BootstrapConfig()), BootstrapConfig())
+    assert manifest["fingerprint"] == digest, (
+        f"the bootstrap's inputs or code changed since trainer/bootstrap/tiny-0 was built: "
+        f"rebuild it ({REBUILD}, about 8 minutes) and commit it"
+    )
+    assert file_hashes(SHIPPED) == manifest["files"], "trainer/bootstrap/tiny-0 was altered"
+
+
+def test_a_fresh_data_folder_gets_the_shipped_policy_in_seconds(
+    env: WebShopEnv, tmp_path: Path
+) -> None:
+    digest = fingerprint(gather(env, BootstrapConfig()), BootstrapConfig())
+    assert shipped_manifest(digest) is not None, f"out of date: {REBUILD}"  # else 8 minutes
+    started = time.perf_counter()
+    out = tmp_path / "policy" / "tiny-0"
+    first = bootstrap(env, out, BootstrapConfig())
+    assert first["shipped"] is True and first["cached"] is False
+    assert time.perf_counter() - started < 60  # a build takes 8 minutes
+    assert file_hashes(out) == file_hashes(SHIPPED)
+    assert bootstrap(env, out, BootstrapConfig())["cached"] is True
+    assert AutoModelForCausalLM.from_pretrained(str(out)).num_parameters() > 1_000_000
+
+
+def test_a_shipped_policy_built_from_other_inputs_is_not_used(
+    env: WebShopEnv, built, tmp_path: Path
+) -> None:
+    """A config other than the shipped one's, or the same config after its demonstrations
+    or code changed, builds: the fingerprints differ."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    (shipped / MANIFEST).write_text(json.dumps({"fingerprint": "0" * 64}))
+    digest = fingerprint(gather(env, TINY), TINY)
+    assert shipped_manifest(digest, shipped) is None
+    assert shipped_manifest(digest, built[0])["fingerprint"] == digest  # a build records its own
+    out = tmp_path / "out"
+    assert bootstrap(env, out, TINY, shipped=shipped)["shipped"] is False
+    assert bootstrap(env, tmp_path / "again", TINY, shipped=built[0])["shipped"] is True

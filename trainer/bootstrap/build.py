@@ -2,7 +2,9 @@
 
 Deterministic per configuration (seeded goal order, initialisation and batching; torch
 runs single-process on CPU). The checkpoint folder is cached: a folder whose
-``bootstrap.json`` records the same configuration is reused as is.
+``bootstrap.json`` records the same configuration is reused as is. The default
+configuration's checkpoint is kept in the repository (:mod:`trainer.bootstrap.shipped`)
+and copied instead of built when it was built from the same inputs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from app.core.agent import AgentProtocol, agent_protocol
 from app.webshop.env import WebShopEnv
 from trainer.bootstrap import demonstrations
 from trainer.bootstrap.copy_pretraining import CopyTask, copy_pretrain
+from trainer.bootstrap.shipped import (
+    MANIFEST,
+    SHIPPED,
+    copy,
+    file_hashes,
+    fingerprint,
+    shipped_manifest,
+)
 from trainer.bootstrap.tiny_policy import (
     SPECIAL_TOKENS,
     TinySize,
@@ -36,7 +46,7 @@ from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate
 
 logger = logging.getLogger(__name__)
-MANIFEST = "bootstrap.json"
+
 
 Progress = Callable[[str, int, int, str], None]
 """``(phase, done, total, detail)``, called as the bootstrap goes: phases
@@ -249,18 +259,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def bootstrap(
-    env: WebShopEnv,
-    out: Path,
-    config: BootstrapConfig,
-    force: bool = False,
-    progress: Progress = _no_progress,
-) -> dict:
-    """Builds (or reuses) the warm-started tiny policy in ``out``; returns its manifest."""
-    if not force and (manifest := cached_manifest(out, config)) is not None:
-        logger.info("tiny policy cached in %s", out)
-        return {**manifest, "cached": True}
-    started, cpu_started = time.perf_counter(), time.process_time()
+@dataclass
+class Inputs:
+    """What a build trains on: the demonstrations and the tokenizer's texts."""
+
+    demos: list[demonstrations.Demonstration]
+    tokenizer_texts: list[str]
+    product_ids: list[str]
+
+
+def gather(env: WebShopEnv, config: BootstrapConfig, progress: Progress = _no_progress) -> Inputs:
+    """The demonstrations and tokenizer texts of ``config`` (seconds, not minutes)."""
     torch.manual_seed(config.seed)
     train = env.goal_ids("train")
     if len(train) < config.episodes:
@@ -283,12 +292,35 @@ def bootstrap(
         env, _some(rng, others, config.option_goals), config.max_steps, item_page, config
     )
     progress("demonstrations", 4, 4, f"{len(demos)} steps")
+    texts = _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals])
+    return Inputs(demos, texts, _product_ids(env))
+
+
+def bootstrap(
+    env: WebShopEnv,
+    out: Path,
+    config: BootstrapConfig,
+    force: bool = False,
+    progress: Progress = _no_progress,
+    shipped: Path = SHIPPED,
+) -> dict:
+    """Builds (or reuses) the warm-started tiny policy in ``out``; returns its manifest
+    (``cached``: found in ``out``; ``shipped``: copied from ``shipped``). ``force`` builds
+    even when either would do."""
+    if not force and (manifest := cached_manifest(out, config)) is not None:
+        logger.info("tiny policy cached in %s", out)
+        return {**manifest, "cached": True, "shipped": False}
+    started, cpu_started = time.perf_counter(), time.process_time()
+    inputs = gather(env, config, progress)
+    digest = fingerprint(inputs, config)
+    manifest = None if force else shipped_manifest(digest, shipped)
+    if manifest is not None and out.resolve() != shipped.resolve():
+        copy(shipped, out)
+        logger.info("tiny policy copied from %s", shipped)
+        return {**manifest, "cached": False, "shipped": True}
+    demos = inputs.demos
     progress("tokenizer", 0, 1, "")
-    tokenizer = train_tokenizer(
-        _tokenizer_texts(env, demos, goal_ids[: config.tokenizer_goals]),
-        config.size.vocab_size,
-        _product_ids(env),
-    )
+    tokenizer = train_tokenizer(inputs.tokenizer_texts, config.size.vocab_size, inputs.product_ids)
     progress("tokenizer", 1, 1, f"{len(tokenizer)} tokens")
     model = build_model(tokenizer, config.size, config.seed)
     copy_accuracy = copy_pretrain(
@@ -312,9 +344,11 @@ def bootstrap(
         "copy_accuracy": copy_accuracy,
         "final_loss": loss,
         "history_steps": config.history_steps,
+        "fingerprint": digest,
+        "files": file_hashes(out),
         "built_with": built_with(),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - cpu_started,
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    return {**manifest, "cached": False}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return {**manifest, "cached": False, "shipped": False}

@@ -333,21 +333,42 @@ def _start_children(
 
 
 def _monitor(supervisor, progress, started: float, out: RunOutput) -> None:
-    """Print progress until a child exits (the trainer ending after --steps is normal)."""
-    last = 0.0
+    """Print progress until a child exits (the trainer ending after --steps is normal).
+
+    While the database does not answer (stopped, restarting) the children wait it out on
+    their own (docs/operations.md, outages); so does this: one line when it goes, one when
+    it is back, and the steps made meanwhile are printed then."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    last, down_since = 0.0, None
     while True:
-        for line in progress.new_step_lines():
-            out.print(line)
-        if time.monotonic() - last >= PROGRESS_EVERY_S:
-            # Rounds take minutes to play: looking for finished ones at this pace is enough.
-            for line in progress.new_eval_lines():
-                out.print(line)
-            out.print(f"[{time.monotonic() - started:5.0f}s] {progress.summary()}")
-            last = time.monotonic()
-        trainer = next(c for c in supervisor.children if c.name == "trainer")
-        if not trainer.alive() and trainer.proc.returncode == 0:
+        now = time.monotonic()
+        try:
             for line in progress.new_step_lines():
                 out.print(line)
+            if now - last >= PROGRESS_EVERY_S:
+                # Rounds take minutes to play: looking for finished ones at this pace is enough.
+                for line in progress.new_eval_lines():
+                    out.print(line)
+                out.print(f"[{now - started:5.0f}s] {progress.summary()}")
+                last = now
+        except (OperationalError, InterfaceError) as exc:
+            if down_since is None:
+                down_since = now
+                reason = str(exc.orig or exc).strip().splitlines()[0]
+                out.print(
+                    f"[{now - started:5.0f}s] the database does not answer ({reason}); "
+                    "the processes retry until it is back"
+                )
+        else:
+            if down_since is not None:
+                out.print(f"[{now - started:5.0f}s] the database answers again")
+                down_since = None
+        trainer = next(c for c in supervisor.children if c.name == "trainer")
+        if not trainer.alive() and trainer.proc.returncode == 0:
+            if down_since is None:
+                for line in progress.new_step_lines():
+                    out.print(line)
             return
         supervisor.check()
         time.sleep(POLL_S)

@@ -94,3 +94,57 @@ def test_logs_without_a_run_says_how_to_make_one(tmp_path: Path) -> None:
         text=True,
     )
     assert result.returncode == 1 and "make dev" in result.stderr
+
+
+def test_the_progress_waits_out_a_database_outage(
+    services_dir_factory, test_settings: Settings, tmp_path: Path
+) -> None:
+    """The database stopped under a running `wsrl dev` (here: its own server, stopped and
+    started again): the progress says so, then that it is back, and goes on; it used to
+    end `wsrl dev` with a traceback while its children waited the outage out."""
+    import sys
+    import threading
+    import time
+    from datetime import UTC, datetime
+
+    from app.db import migrate
+    from app.db.session import make_engine, make_sessionmaker
+    from app.embedded.ports import free_port
+    from app.embedded.postgres import EmbeddedPostgres
+    from app.progress import TrainingProgress
+    from app.supervisor import Supervisor
+
+    server = EmbeddedPostgres(services_dir_factory("dev-outage-pg"))
+    port = free_port()
+    url = server.start(port)
+    supervisor = Supervisor(tmp_path / "logs")
+    engine = make_engine(test_settings.model_copy(update={"database_url": url}))
+    try:
+        migrate.upgrade(url)
+        progress = TrainingProgress(make_sessionmaker(engine), datetime.now(UTC))
+        supervisor.start("trainer", [sys.executable, "-c", "import time; time.sleep(9)"])
+        out = dev.RunOutput(tmp_path / "run.log")
+        failures: list[BaseException] = []
+
+        def monitor() -> None:
+            try:
+                dev._monitor(supervisor, progress, time.monotonic(), out)
+            except BaseException as exc:
+                failures.append(exc)
+
+        thread = threading.Thread(target=monitor)
+        thread.start()
+        time.sleep(1.5)
+        server.stop()
+        time.sleep(2.5)
+        assert server.start(port) == url
+        thread.join(timeout=30)
+        assert not thread.is_alive() and not failures, failures
+        text = (tmp_path / "run.log").read_text()
+        down = text.index("the database does not answer")
+        assert text.index("the database answers again") > down
+        assert "the processes retry until it is back" in text
+    finally:
+        supervisor.stop_all()
+        engine.dispose()
+        server.stop()

@@ -177,6 +177,20 @@ class Trajectory(BaseModel):
 EndpointStatus = Literal["serving", "paused"]
 
 
+class AgentProtocolIn(BaseModel):
+    """How workers play a policy: what its trainer would publish with it. Every field is
+    required, so that a worker never fills a gap with its own setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["text", "tools"]
+    history_steps: int = Field(ge=0, le=1000, strict=True, description="Previous steps shown.")
+    constrain_actions: bool = Field(
+        strict=True, description="Replies limited to the page's valid actions (text mode only)."
+    )
+    max_steps: int = Field(ge=1, le=1000, strict=True, description="Steps before reward 0.")
+
+
 class PolicyEndpointIn(BaseModel):
     """The endpoint workers and the gateway call; ``paused`` while weights sync."""
 
@@ -187,6 +201,11 @@ class PolicyEndpointIn(BaseModel):
     version: int = Field(ge=0, le=2**31 - 1, strict=True, description="A JSON integer.")
     status: EndpointStatus = "serving"
     checkpoint: str | None = Field(None, description="Recorded on the policy_versions row.")
+    protocol: AgentProtocolIn | None = Field(
+        None,
+        description="The agent protocol the policy expects, recorded on its policy_versions "
+        "row; workers play it. Null: workers play their own settings.",
+    )
 
 
 class PolicyEndpointOut(BaseModel):

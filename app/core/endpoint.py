@@ -68,9 +68,9 @@ class PolicyEndpoint:
     version: int
     status: EndpointStatus = EndpointStatus.SERVING
     protocol: AgentProtocol | None = None
-    """The agent protocol the policy was trained for (its trainer publishes it); None: the
-    publisher did not say (``PUT /v1/policy``, ``wsrl eval --publish``, the settings'
-    fallback), and workers play their own settings."""
+    """The agent protocol the policy was trained for (its trainer publishes it, ``PUT
+    /v1/policy`` may); None: the publisher did not say (``wsrl eval --publish``, the
+    settings' fallback, a ``PUT`` without one), and workers play their own settings."""
 
     @property
     def serving(self) -> bool:

@@ -192,3 +192,54 @@ def test_the_protocol_a_trainer_published_is_shown(
     assert client.get("/v1/policy").json()["protocol"] == protocol.to_dict()
     listed = {v["version"]: v for v in client.get("/v1/policy/versions").json()}
     assert listed[version]["protocol"] == protocol.to_dict()
+
+
+def test_put_with_a_protocol_publishes_it_for_the_workers(
+    client: TestClient,
+    redis_client: redis.Redis,
+    db_engine: Engine,
+    no_endpoint: None,
+    version: int,
+) -> None:
+    """An endpoint served outside our trainer (your own vLLM) names how it is played, as a
+    trainer's publication does: the workers' record in Redis and the version's row."""
+    from app.core.agent import AgentMode, AgentProtocol
+
+    protocol = {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 12}
+    body = {"base_url": "http://127.0.0.1:8001/v1", "model": "qwen", "version": version}
+    response = client.put("/v1/policy", json={**body, "protocol": protocol}, headers=AUTH)
+    assert response.status_code == 200, response.text
+    assert response.json()["protocol"] == protocol
+    published = read_endpoint(redis_client)
+    assert published is not None
+    assert published.protocol == AgentProtocol(AgentMode.TEXT, 1, True, 12)
+    assert client.get("/v1/policy").json()["protocol"] == protocol
+    assert _row(db_engine, version).protocol == protocol
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        {"mode": "text", "history_steps": 1, "constrain_actions": True},  # max_steps missing
+        {"mode": "html", "history_steps": 1, "constrain_actions": True, "max_steps": 12},
+        {"mode": "text", "history_steps": -1, "constrain_actions": True, "max_steps": 12},
+        {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 0},
+        {"mode": "text", "history_steps": "1", "constrain_actions": True, "max_steps": 12},
+        {"mode": "text", "history_steps": 1, "constrain_actions": "yes", "max_steps": 12},
+        {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 12, "x": 1},
+    ],
+)
+def test_put_with_a_bad_protocol_is_422_and_publishes_nothing(
+    client: TestClient,
+    redis_client: redis.Redis,
+    db_engine: Engine,
+    protocol: dict,
+    no_endpoint: None,
+    version: int,
+) -> None:
+    body = {"base_url": "http://x/v1", "model": "m", "version": version, "protocol": protocol}
+    response = client.put("/v1/policy", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert "protocol" in str(response.json()["detail"])
+    assert read_endpoint(redis_client) is None
+    assert _row(db_engine, version) is None

@@ -17,6 +17,7 @@ from app.api.schemas import (
     PolicyVersionOut,
     error_responses,
 )
+from app.core.agent import AgentProtocol
 from app.core.endpoint import (
     EndpointStatus,
     PolicyEndpoint,
@@ -77,13 +78,15 @@ def put_policy(body: PolicyEndpointIn, session: SessionDep, redis: RedisDep) -> 
     """Publish an endpoint (workers use it from their next call) and record its version.
 
     Re-publishing the same version is allowed (a move back to serving after a pause);
-    a retired version is a 409.
+    a retired version is a 409. With a ``protocol`` the workers play it (as they play
+    what a trainer publishes); without one, their own settings.
     """
     endpoint = PolicyEndpoint(
         base_url=str(body.base_url).rstrip("/"),
         model=body.model,
         version=body.version,
         status=EndpointStatus(body.status),
+        protocol=None if body.protocol is None else AgentProtocol(**body.protocol.model_dump()),
     )
     try:
         publish_policy(session, redis, endpoint, checkpoint=body.checkpoint)

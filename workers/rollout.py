@@ -34,14 +34,13 @@ from typing import TypeVar
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 from redis.exceptions import RedisError
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app.core.agent import AgentProtocol, AgentProtocolMismatch, agent_protocol
 from app.core.endpoint import EndpointUnavailable
 from app.core.enqueue import on_commit, send_after_commit
 from app.core.env_client import EnvError
 from app.core.llm import LLMError, LLMUnavailable, Sampling
-from app.db.session import session_scope
+from app.db.session import DATABASE_DOWN, session_scope
 from workers.agent import run_episode
 from workers.external_agent import ExternalAgentError, play_external_attempt
 from workers.persistence import (
@@ -59,7 +58,6 @@ from workers.runtime import WorkerRuntime, liveness_s
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-DATABASE_DOWN = (OperationalError, InterfaceError)
 
 
 class Outcome(StrEnum):

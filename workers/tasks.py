@@ -10,8 +10,9 @@ from celery.exceptions import Reject
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from app.core.celery import ROLLOUT_TASK
+from app.db.session import DATABASE_DOWN
 from workers.celery_app import WakingRequest
-from workers.rollout import DATABASE_DOWN, execute_rollout
+from workers.rollout import execute_rollout
 from workers.runtime import close_runtime, get_runtime
 
 

@@ -338,7 +338,7 @@ def _monitor(supervisor, progress, started: float, out: RunOutput) -> None:
     While the database does not answer (stopped, restarting) the children wait it out on
     their own (docs/operations.md, outages); so does this: one line when it goes, one when
     it is back, and the steps made meanwhile are printed then."""
-    from sqlalchemy.exc import InterfaceError, OperationalError
+    from app.db.session import DATABASE_DOWN
 
     last, down_since = 0.0, None
     while True:
@@ -352,7 +352,7 @@ def _monitor(supervisor, progress, started: float, out: RunOutput) -> None:
                     out.print(line)
                 out.print(f"[{now - started:5.0f}s] {progress.summary()}")
                 last = now
-        except (OperationalError, InterfaceError) as exc:
+        except DATABASE_DOWN as exc:
             if down_since is None:
                 down_since = now
                 reason = str(exc.orig or exc).strip().splitlines()[0]

@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 from celery import Celery
 from redis import Redis
 from sqlalchemy import select
-from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -36,6 +35,7 @@ from app.core.env_client import EnvClient
 from app.core.failures import infrastructure_reason
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, RolloutMode
 from app.db.models import Goal, Rollout
+from app.db.session import DATABASE_DOWN
 from app.webshop.success import success_rate
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def wait_for_rollouts(
                         Rollout.id.in_(ids)
                     )
                 ).all()
-        except (OperationalError, InterfaceError) as exc:
+        except DATABASE_DOWN as exc:
             if down_since is None:
                 down_since = time.monotonic()
                 say(f"database unreachable, still waiting: {_first_line(exc)}")

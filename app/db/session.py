@@ -8,9 +8,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+
+DATABASE_DOWN = (OperationalError, InterfaceError)
+"""What a statement raises while the database does not answer (stopped, restarting,
+unreachable): callers wait it out rather than fail."""
 
 PING_IDLE_S = 1.0
 """A pooled connection unused for longer than this is pinged before it is handed out."""

@@ -245,14 +245,19 @@ def test_drills_keep_only_the_practised_decision(env: WebShopEnv) -> None:
 REBUILD = "wsrl policy bootstrap --force --out trainer/bootstrap/tiny-0"
 
 
-def test_the_shipped_tiny_policy_is_built_from_todays_inputs_and_intact(env: WebShopEnv) -> None:
+@pytest.fixture(scope="module")
+def todays_digest(env: WebShopEnv) -> str:
+    """The fingerprint of what the default configuration would build today."""
+    return fingerprint(gather(env, BootstrapConfig()), BootstrapConfig())
+
+
+def test_the_shipped_tiny_policy_is_built_from_todays_inputs_and_intact(todays_digest: str) -> None:
     """The repository's tiny policy stands for what the bootstrap would build today: the
     same configuration, demonstrations, tokenizer texts and code. A change to any of
     them fails here until the policy is rebuilt and committed."""
     manifest = json.loads((SHIPPED / MANIFEST).read_text())
     assert manifest["config"] == json.loads(json.dumps(asdict(BootstrapConfig())))
-    digest = fingerprint(gather(env, BootstrapConfig()), BootstrapConfig())
-    assert manifest["fingerprint"] == digest, (
+    assert manifest["fingerprint"] == todays_digest, (
         f"the bootstrap's inputs or code changed since trainer/bootstrap/tiny-0 was built: "
         f"rebuild it ({REBUILD}, about 8 minutes) and commit it"
     )
@@ -260,10 +265,9 @@ def test_the_shipped_tiny_policy_is_built_from_todays_inputs_and_intact(env: Web
 
 
 def test_a_fresh_data_folder_gets_the_shipped_policy_in_seconds(
-    env: WebShopEnv, tmp_path: Path
+    env: WebShopEnv, todays_digest: str, tmp_path: Path
 ) -> None:
-    digest = fingerprint(gather(env, BootstrapConfig()), BootstrapConfig())
-    assert shipped_manifest(digest) is not None, f"out of date: {REBUILD}"  # else 8 minutes
+    assert shipped_manifest(todays_digest) is not None, f"out of date: {REBUILD}"  # else 8 min
     started = time.perf_counter()
     out = tmp_path / "policy" / "tiny-0"
     first = bootstrap(env, out, BootstrapConfig())

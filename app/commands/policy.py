@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.db.lifecycle import RolloutStart
+
 policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
 console = Console()
 
@@ -126,10 +128,20 @@ def eval_command(
         ),
     ] = None,
     greedy_only: Annotated[bool, typer.Option(help="Evaluate greedy only.")] = True,
+    start: Annotated[
+        RolloutStart,
+        typer.Option(
+            help="Page the policy starts on: search (the task), or results or item, reached "
+            "by the scripted opening that train groups use (docs/decisions/0017)."
+        ),
+    ] = RolloutStart.SEARCH,
 ) -> None:
     """Held-out success and mean reward of a checkpoint, in this process (no services):
     the first N held-out goals (test, then eval: 1,500 in the generated catalog), greedy,
-    WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the workers would play them."""
+    WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the workers would play them. With
+    ``--start item`` every episode begins on its target's own page: comparing it with
+    ``--start results`` and the task tells whether a policy loses on the options or on the
+    choice of the product."""
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
 
@@ -145,6 +157,7 @@ def eval_command(
     _evaluate(
         env, model, goals, seed, settings.agent_history_steps,
         max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
+        start=start,
     )  # fmt: skip
 
 
@@ -170,6 +183,7 @@ def _evaluate(
     max_steps: int,
     constrain: bool,
     temperatures: tuple[tuple[str, float], ...],
+    start: RolloutStart = RolloutStart.SEARCH,
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -182,6 +196,7 @@ def _evaluate(
     console.print(
         f"{len(ids)} held-out goals ({tests} test, {len(ids) - tests} eval), "
         f"{max_steps}-step limit, constrained to valid actions: {constrain}"
+        + ("" if start == RolloutStart.SEARCH else f", starting on the {start} page")
     )
     for name, temperature in temperatures:
         result = evaluate(
@@ -194,6 +209,7 @@ def _evaluate(
             history_steps=history_steps,
             max_steps=max_steps,
             constrain_actions=constrain,
+            start=start,
         )
         console.print(
             f"{name}: success {result.success_rate:.1%} (95 % CI +/- {result.success_ci:.1%}), "

@@ -42,6 +42,36 @@ def test_eval_says_how_it_played_and_what_it_measured(settings_env, tmp_path: Pa
     assert free.exit_code == 0 and "valid actions: False" in " ".join(free.output.split())
 
 
+def test_eval_starts_where_asked(settings_env, tmp_path: Path) -> None:
+    """``--start item`` plays each goal from its target's page, after the scripted
+    opening. Within the 2-step limit only there can an episode buy (from the search page a
+    purchase takes a search, a result click and ``buy now``), so a reward above 0 shows the
+    opening was played."""
+    tokenizer = train_tokenizer(TEXTS, 400)
+    build_model(tokenizer, TinySize(400, 32, 2, 2, 64, max_positions=4096), 0).save_pretrained(
+        tmp_path / "policy"
+    )
+    tokenizer.save_pretrained(tmp_path / "policy")
+    args = ["policy", "eval", "--model", str(tmp_path / "policy"), "--goals", "3"]
+
+    def mean_reward(output: str) -> float:
+        flat = " ".join(output.split())
+        return float(flat.split("mean reward ")[1].split()[0])
+
+    item = runner.invoke(cli, [*args, "--constrain-actions", "--start", "item"])
+    assert item.exit_code == 0, item.output
+    assert "starting on the item page" in " ".join(item.output.split())
+    assert mean_reward(item.output) > 0
+    task = runner.invoke(cli, [*args, "--constrain-actions"])
+    assert task.exit_code == 0, task.output
+    assert "starting on" not in task.output and mean_reward(task.output) == 0
+    unknown = runner.invoke(cli, [*args, "--start", "cart"])
+    assert unknown.exit_code == 2
+    assert "'cart' is not one of 'search', 'results', 'item'" in " ".join(
+        w for w in unknown.output.split() if w != "│"
+    )
+
+
 def test_more_goals_than_the_test_split_go_on_into_the_eval_split(settings_env) -> None:
     from app.commands.policy import held_out_goal_ids
     from app.config import get_settings

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.core.agent import DEFAULT_HISTORY_STEPS
 from app.core.intervals import mean_half_width, rate_half_width
+from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
 from app.webshop.success import success_rate
 from trainer.bootstrap.play import LocalEpisode
@@ -60,11 +61,16 @@ def evaluate(
     seed: int = 0,
     history_steps: int = DEFAULT_HISTORY_STEPS,
     constrain_actions: bool = False,
+    start: RolloutStart | str = RolloutStart.SEARCH,
 ) -> EvalResult:
     """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
     prompts showing the last ``history_steps`` steps; ``constrain_actions`` limits each
-    reply to the page's valid actions, as ``WSRL_AGENT_CONSTRAIN_ACTIONS`` does."""
-    episodes = [LocalEpisode(env, g, history_steps, constrain_actions) for g in goal_ids]
+    reply to the page's valid actions, as ``WSRL_AGENT_CONSTRAIN_ACTIONS`` does. The policy
+    plays from ``start`` (:mod:`app.core.opening`); a held-out measure of the task starts
+    at ``search``."""
+    episodes = [
+        LocalEpisode(env, g, history_steps, constrain_actions, start=start) for g in goal_ids
+    ]
     steps = 0
     for number in range(1, max_steps + 1):
         active = [e for e in episodes if not e.done]

@@ -25,13 +25,19 @@ def settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     get_settings.cache_clear()
 
 
-def test_eval_says_how_it_played_and_what_it_measured(settings_env, tmp_path: Path) -> None:
+@pytest.fixture
+def random_policy(tmp_path: Path) -> Path:
+    """An untrained tiny policy saved with its tokenizer."""
     tokenizer = train_tokenizer(TEXTS, 400)
     build_model(tokenizer, TinySize(400, 32, 2, 2, 64, max_positions=4096), 0).save_pretrained(
         tmp_path / "policy"
     )
     tokenizer.save_pretrained(tmp_path / "policy")
-    args = ["policy", "eval", "--model", str(tmp_path / "policy"), "--goals", "3"]
+    return tmp_path / "policy"
+
+
+def test_eval_says_how_it_played_and_what_it_measured(settings_env, random_policy: Path) -> None:
+    args = ["policy", "eval", "--model", str(random_policy), "--goals", "3"]
     constrained = runner.invoke(cli, [*args, "--constrain-actions"])
     assert constrained.exit_code == 0, constrained.output
     flat = " ".join(constrained.output.split())
@@ -42,17 +48,12 @@ def test_eval_says_how_it_played_and_what_it_measured(settings_env, tmp_path: Pa
     assert free.exit_code == 0 and "valid actions: False" in " ".join(free.output.split())
 
 
-def test_eval_starts_where_asked(settings_env, tmp_path: Path) -> None:
+def test_eval_starts_where_asked(settings_env, random_policy: Path) -> None:
     """``--start item`` plays each goal from its target's page, after the scripted
     opening. Within the 2-step limit only there can an episode buy (from the search page a
     purchase takes a search, a result click and ``buy now``), so a reward above 0 shows the
     opening was played."""
-    tokenizer = train_tokenizer(TEXTS, 400)
-    build_model(tokenizer, TinySize(400, 32, 2, 2, 64, max_positions=4096), 0).save_pretrained(
-        tmp_path / "policy"
-    )
-    tokenizer.save_pretrained(tmp_path / "policy")
-    args = ["policy", "eval", "--model", str(tmp_path / "policy"), "--goals", "3"]
+    args = ["policy", "eval", "--model", str(random_policy), "--goals", "3"]
 
     def mean_reward(output: str) -> float:
         flat = " ".join(output.split())

@@ -192,6 +192,12 @@ class Settings(BaseSettings):
         "vLLM's structured_outputs regex (honoured by vLLM and the trainer's policy server); "
         "`wsrl dev` turns it on for the tiny policy.",
     )
+    agent_result_refs: Literal["ids", "numbers"] = Field(
+        "ids",
+        description="How prompts name a results page's products: ids (as the original's "
+        "pages list them) or numbers (their places, 1 first, mapped back to the ids by the "
+        "agent). A bootstrapped policy's own choice is published with it.",
+    )
     llm_retry_budget_s: float = Field(
         120.0, description="Total time one LLM call may spend retrying 5xx/timeouts."
     )

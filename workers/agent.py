@@ -25,6 +25,7 @@ from app.core.agent import (
     AgentMode,
     Episode,
     EpisodeResult,
+    ResultRefs,
     StepRecord,
     one_line,
     reply_summary,
@@ -65,6 +66,7 @@ def run_episode(
     sampling: Sampling | None = None,
     history_steps: int = DEFAULT_HISTORY_STEPS,
     constrain_actions: bool = False,
+    result_refs: ResultRefs | str = ResultRefs.IDS,
     start: RolloutStart | str = RolloutStart.SEARCH,
     worker: str = "-",
     rollout: str = "-",
@@ -86,6 +88,7 @@ def run_episode(
         history_steps=history_steps,
         mode=mode,
         constrain_actions=constrain_actions,
+        result_refs=ResultRefs(result_refs),
     )
     _emit(recorder, f"[TASK] {worker} {rollout} {episode.instruction}")
     steps: list[StepRecord] = []

@@ -224,6 +224,7 @@ def _play(
                 sampling=Sampling.from_settings(settings).overridden(start.sampling),
                 history_steps=protocol.history_steps,
                 constrain_actions=protocol.constrain_actions,
+                result_refs=protocol.result_refs,
                 start=start.start,
                 worker=runtime.worker,
                 rollout=f"{str(start.rollout_id)[:8]}#{start.number}",

@@ -189,6 +189,9 @@ class AgentProtocolIn(BaseModel):
         strict=True, description="Replies limited to the page's valid actions (text mode only)."
     )
     max_steps: int = Field(ge=1, le=1000, strict=True, description="Steps before reward 0.")
+    result_refs: Literal["ids", "numbers"] = Field(
+        "ids", description="How prompts name results: ids (the original's pages) or numbers."
+    )
 
 
 class PolicyEndpointIn(BaseModel):

@@ -42,6 +42,16 @@ class AgentMode(StrEnum):
     TOOLS = "tools"
 
 
+class ResultRefs(StrEnum):
+    """How the agent's prompt names the products of a results page."""
+
+    IDS = "ids"
+    """The env's product ids, as the original's pages list them (``click[b09h42ji5s]``)."""
+    NUMBERS = "numbers"
+    """Their places on the page (``click[1]`` is the first listed), mapped back to the ids
+    on the agent's side; the env sees the same actions either way."""
+
+
 SYSTEM_PROMPT_TEXT = """\
 You are a shopping agent in the WebShop online store. Buy the product that best matches \
 the instruction, with the requested options, within the price limit.
@@ -211,6 +221,31 @@ PAGE_BUTTONS = frozenset(
      "buy now")
 )  # fmt: skip
 SUB_PAGES = frozenset(("description", "features", "reviews", "attributes"))
+
+
+def result_numbers(available_actions: dict[str, Any]) -> dict[str, str]:
+    """``{"1": first listed product id, ...}`` on a results page; empty on any other page
+    (an item page's other clickables are option values, not products)."""
+    clickables = [c for c in available_actions.get("clickables", []) if c != "search"]
+    if "buy now" in clickables:
+        return {}
+    products = [c for c in clickables if c not in PAGE_BUTTONS]
+    return {str(number): product for number, product in enumerate(products, 1)}
+
+
+def numbered_page(observation: str, numbers: dict[str, str]) -> str:
+    """The page with each listed product id (a ``[SEP]``-separated segment, in any case)
+    replaced by its number."""
+    if not numbers:
+        return observation
+    by_id = {product.lower(): number for number, product in numbers.items()}
+    pattern = "|".join(re.escape(product) for product in by_id)
+    return re.sub(
+        rf"(?<=\[SEP\] )(?:{pattern})(?= \[SEP\]|$)",
+        lambda match: by_id[match.group(0).lower()],
+        observation,
+        flags=re.IGNORECASE,
+    )
 
 
 def spent_clicks(
@@ -399,13 +434,36 @@ class Episode:
     history: list[HistoryStep] = field(default_factory=list)
     constrain_actions: bool = False
     """Ask the server to limit each reply to the page's valid actions (text mode only)."""
+    result_refs: ResultRefs = ResultRefs.IDS
+    """How the prompt names a results page's products (:class:`ResultRefs`)."""
+
+    def _numbers(self) -> dict[str, str]:
+        if self.result_refs != ResultRefs.NUMBERS:
+            return {}
+        return result_numbers(self.available_actions)
+
+    def _shown_actions(self) -> dict[str, Any]:
+        """The page's actions as the prompt lists them (products by number, if so named)."""
+        numbers = self._numbers()
+        if not numbers:
+            return self.available_actions
+        number_of = {product: number for number, product in numbers.items()}
+        clickables = [number_of.get(c, c) for c in self.available_actions.get("clickables", [])]
+        return {**self.available_actions, "clickables": clickables}
+
+    def shown_action(self, action: str) -> str:
+        """``action`` (as the env takes it) as the prompt names it on the current page."""
+        for number, product in self._numbers().items():
+            if action == f"click[{product}]":
+                return f"click[{number}]"
+        return action
 
     def structured_outputs(self) -> dict[str, str] | None:
         """The constraint of the next reply (see :func:`action_structured_outputs`)."""
         if not self.constrain_actions or self.mode != AgentMode.TEXT:
             return None
         spent = spent_clicks(self.history, self.observation, self.available_actions)
-        return action_structured_outputs(self.available_actions, spent)
+        return action_structured_outputs(self._shown_actions(), spent)
 
     @property
     def number(self) -> int:
@@ -415,8 +473,8 @@ class Episode:
     def messages(self) -> list[dict[str, str]]:
         return build_messages(
             self.instruction,
-            self.observation,
-            self.available_actions,
+            numbered_page(self.observation, self._numbers()),
+            self._shown_actions(),
             self.history,
             history_steps=self.history_steps,
             mode=self.mode,
@@ -432,6 +490,11 @@ class Episode:
             return None, INVALID_REPLY_OBSERVATION
         if len(action) > MAX_ACTION_CHARS:
             return None, TOO_LONG_ACTION
+        numbers = self._numbers()
+        if numbers and action.startswith("click["):
+            product = numbers.get(action.removeprefix("click[").removesuffix("]"))
+            if product is not None:
+                return f"click[{product}]", None
         return action, None
 
     def record(
@@ -445,12 +508,15 @@ class Episode:
     ) -> None:
         """Append a step: ``seen`` is what the history shows of it (the new page, or the
         error of an invalid step). The page after it becomes current, and so do its
-        actions when the step was valid."""
-        self.history.append(HistoryStep(self.number, action or NO_ACTION, seen))
+        actions when the step was valid. The history names products as the prompts do."""
+        shown = self.shown_action(action) if action else NO_ACTION
         if observation is not None:
             self.observation = observation
         if valid and available_actions is not None:
             self.available_actions = available_actions
+            if seen == observation:
+                seen = numbered_page(seen, self._numbers())
+        self.history.append(HistoryStep(self.number, shown, seen))
 
 
 # --- the agent protocol a policy is trained for ---------------------------------------------
@@ -461,7 +527,10 @@ PROTOCOL_SETTINGS = {
     "history_steps": "agent_history_steps",
     "constrain_actions": "agent_constrain_actions",
     "max_steps": "max_steps",
+    "result_refs": "agent_result_refs",
 }
+# A record written before ``result_refs`` existed named results by id, as it was played.
+PROTOCOL_FIELD_DEFAULTS = {"result_refs": ResultRefs.IDS.value}
 
 
 class AgentProtocolMismatch(ValueError):
@@ -480,9 +549,18 @@ class AgentProtocol:
     history_steps: int
     constrain_actions: bool
     max_steps: int
+    result_refs: ResultRefs = ResultRefs.IDS
 
     def __post_init__(self) -> None:
         mode = AgentMode(self.mode)
+        try:
+            refs = ResultRefs(self.result_refs)
+        except ValueError:
+            allowed = ", ".join(r.value for r in ResultRefs)
+            raise ValueError(
+                f"result_refs must be one of {allowed}, got {self.result_refs!r}"
+            ) from None
+        object.__setattr__(self, "result_refs", refs)
         if int(self.history_steps) < 0 or int(self.max_steps) < 1:
             raise ValueError(
                 f"agent protocol with history_steps={self.history_steps} and "
@@ -504,21 +582,25 @@ class AgentProtocol:
             "history_steps": self.history_steps,
             "constrain_actions": self.constrain_actions,
             "max_steps": self.max_steps,
+            "result_refs": str(self.result_refs),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentProtocol:
-        """Strict: a record without every field is an error, not a default."""
-        missing = [f for f in PROTOCOL_SETTINGS if f not in data]
+        """Strict: a record without every field is an error, not a default (except the
+        fields of :data:`PROTOCOL_FIELD_DEFAULTS`, younger than the records)."""
+        record = {**PROTOCOL_FIELD_DEFAULTS, **data}
+        missing = [f for f in PROTOCOL_SETTINGS if f not in record]
         if missing:
             raise ValueError(f"agent protocol lacks {', '.join(missing)}: {data!r}")
-        return cls(**{f: data[f] for f in PROTOCOL_SETTINGS})
+        return cls(**{f: record[f] for f in PROTOCOL_SETTINGS})
 
     def describe(self) -> str:
         constrained = ", constrained replies" if self.constrain_actions else ""
+        numbered = ", results by number" if self.result_refs == ResultRefs.NUMBERS else ""
         return (
             f"{self.mode} mode, {self.history_steps} steps of history, "
-            f"{self.max_steps} steps{constrained}"
+            f"{self.max_steps} steps{constrained}{numbered}"
         )
 
 

@@ -205,10 +205,11 @@ def test_put_with_a_protocol_publishes_it_for_the_workers(
     trainer's publication does: the workers' record in Redis and the version's row."""
     from app.core.agent import AgentMode, AgentProtocol
 
-    protocol = {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 12}
+    given = {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 12}
     body = {"base_url": "http://127.0.0.1:8001/v1", "model": "qwen", "version": version}
-    response = client.put("/v1/policy", json={**body, "protocol": protocol}, headers=AUTH)
+    response = client.put("/v1/policy", json={**body, "protocol": given}, headers=AUTH)
     assert response.status_code == 200, response.text
+    protocol = {**given, "result_refs": "ids"}  # results named as the original's pages do
     assert response.json()["protocol"] == protocol
     published = read_endpoint(redis_client)
     assert published is not None
@@ -227,6 +228,13 @@ def test_put_with_a_protocol_publishes_it_for_the_workers(
         {"mode": "text", "history_steps": "1", "constrain_actions": True, "max_steps": 12},
         {"mode": "text", "history_steps": 1, "constrain_actions": "yes", "max_steps": 12},
         {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 12, "x": 1},
+        {
+            "mode": "text",
+            "history_steps": 1,
+            "constrain_actions": True,
+            "max_steps": 12,
+            "result_refs": "titles",
+        },
     ],
 )
 def test_put_with_a_bad_protocol_is_422_and_publishes_nothing(

@@ -234,6 +234,20 @@ def test_protocol_round_trips_and_an_incomplete_record_is_an_error() -> None:
         AgentProtocol.from_dict({**protocol.to_dict(), "mode": "speech"})
 
 
+def test_protocol_records_from_before_result_refs_name_results_by_id() -> None:
+    import pytest
+
+    from app.core.agent import AgentMode, AgentProtocol, ResultRefs
+
+    numbered = AgentProtocol(AgentMode.TEXT, 1, True, 15, ResultRefs.NUMBERS)
+    assert AgentProtocol.from_dict(numbered.to_dict()) == numbered
+    assert "results by number" in numbered.describe()
+    older = {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 15}
+    assert AgentProtocol.from_dict(older).result_refs == ResultRefs.IDS
+    with pytest.raises(ValueError, match="result_refs must be one of ids, numbers"):
+        AgentProtocol.from_dict({**older, "result_refs": "titles"})
+
+
 def test_constrained_episode_asks_for_the_page_actions_only_in_text_mode() -> None:
     import re
 

@@ -14,6 +14,7 @@ from helpers.factories import make_llm_call
 from app.core.agent import AgentMode, EpisodeResult, StepRecord, build_messages
 from app.core.env_client import EnvClient, EnvError
 from app.core.llm import LLMCall, LLMUnavailable
+from app.core.opening import NAVIGATION
 from app.scripted_llm import create_app as create_llm_app
 from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
@@ -290,3 +291,32 @@ def test_action_longer_than_the_env_accepts_is_an_invalid_step_without_env_call(
     assert not step.valid and step.action is None
     assert step.error == TOO_LONG_ACTION and step.env_latency_ms == 0.0
     assert env.step(session.session_id, "search[lamp]").valid
+
+
+def test_numbered_results_name_products_by_place_and_the_env_gets_the_listed_id(
+    webshop_env: WebShopEnv,
+) -> None:
+    goal_id = GOALS[1]
+    by_id = LocalEpisode(webshop_env, goal_id, 1, True, start="results")
+    numbered = LocalEpisode(webshop_env, goal_id, 1, True, start="results", result_refs="numbers")
+    products = [c for c in by_id.state.available_actions["clickables"] if c not in NAVIGATION]
+    assert len(products) >= 2
+    prompt = numbered.messages()[-1]["content"]
+    # No product id anywhere in the prompt (page, history, actions): only their places.
+    assert not any(product.lower() in prompt.lower() for product in products)
+    assert "[SEP] 1 [SEP]" in prompt and f"\nclick[{len(products)}]" in prompt
+    regex = numbered.structured_outputs()["regex"]
+    assert re.fullmatch(regex, "click[2]") and re.fullmatch(regex, "click[ 2]")
+    assert not re.fullmatch(regex, f"click[{products[1]}]")
+    # The same titles in the same order as the ids' page.
+    assert numbered.messages()[-1]["content"].count("[SEP]") == by_id.messages()[-1][
+        "content"
+    ].count("[SEP]")
+    # The reply names a place; the env opens the product listed there.
+    assert numbered.reply("click[ 2]") and by_id.reply(f"click[{products[1]}]")
+    assert numbered.session.observation() == by_id.session.observation()
+    assert numbered.state.history[-1].action == "click[2]"
+    assert by_id.state.history[-1].action == f"click[{products[1]}]"
+    # A place the page does not list goes to the env as written: an invalid step.
+    other = LocalEpisode(webshop_env, goal_id, 1, start="results", result_refs="numbers")
+    assert not other.reply(f"click[{len(products) + 1}]") and other.invalid == 1

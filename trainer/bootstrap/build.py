@@ -108,6 +108,12 @@ class BootstrapConfig:
     product title; every product id is a token of its own)."""
     size: TinySize = field(default_factory=TinySize)
     """Shape of the model."""
+    result_refs: str = "ids"
+    """How the prompts name a results page's products (:class:`app.core.agent.ResultRefs`);
+    recorded in the manifest, and the policy is played so."""
+    result_choice: str = "first"
+    """Which result the demonstrator opens: ``first`` (the best-ranked) or ``random`` (one
+    of the page's, drawn per goal: the mechanics without the choice, left to RL)."""
 
 
 def _tokenizer_texts(env: WebShopEnv, demos: list, goal_ids: list[int]) -> list[str]:
@@ -136,8 +142,16 @@ def _drills(
 ) -> list[demonstrations.Demonstration]:
     """The demonstrator's steps of some kinds of decision on ``goal_ids``: more practice on
     those decisions without the cost of whole episodes."""
-    demos = demonstrations.collect(env, goal_ids, max_steps, config.history_steps)
+    demos = demonstrations.collect(env, goal_ids, max_steps, **_played(config))
     return [d for d in demos if demonstrations.action_kind(d.action) in kinds]
+
+
+def _played(config: BootstrapConfig) -> dict[str, Any]:
+    return {
+        "history_steps": config.history_steps,
+        "result_refs": config.result_refs,
+        "result_choice": config.result_choice,
+    }
 
 
 def _lr(step: int, total: int, peak: float) -> float:
@@ -223,8 +237,12 @@ def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
         manifest = model_path / MANIFEST
         if not manifest.is_file():
             return AgentProtocol.from_settings(settings)
-        history = json.loads(manifest.read_text()).get("history_steps")
+        recorded = json.loads(manifest.read_text())
+        history, refs = recorded.get("history_steps"), recorded.get("result_refs")
         source = f"the policy's bootstrap ({manifest})"
+        return agent_protocol(
+            settings, source, {"history_steps": history, "mode": "text", "result_refs": refs}
+        )
     return agent_protocol(settings, source, {"history_steps": history, "mode": "text"})
 
 
@@ -280,7 +298,7 @@ def gather(env: WebShopEnv, config: BootstrapConfig, progress: Progress = _no_pr
     rng = random.Random(config.seed)
     goal_ids = rng.sample(train, config.episodes)
     progress("demonstrations", 0, 4, "episodes")
-    demos = demonstrations.collect(env, goal_ids, config.max_steps, config.history_steps)
+    demos = demonstrations.collect(env, goal_ids, config.max_steps, **_played(config))
     others = [g for g in train if g not in set(goal_ids)]
     progress("demonstrations", 1, 4, "search drills")
     demos += _drills(env, _some(rng, others, config.search_goals), 1, ("search",), config)
@@ -344,6 +362,7 @@ def bootstrap(
         "copy_accuracy": copy_accuracy,
         "final_loss": loss,
         "history_steps": config.history_steps,
+        "result_refs": config.result_refs,
         "fingerprint": digest,
         "files": file_hashes(out),
         "built_with": built_with(),

@@ -33,12 +33,13 @@ the ``click [ id`` of the action list, the pattern a copying (induction) head fo
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.agent import DEFAULT_HISTORY_STEPS
+from app.core.agent import DEFAULT_HISTORY_STEPS, ResultRefs
 from app.core.opening import search_keywords
 from app.webshop.agents import BUTTONS, goal_option_values
 from app.webshop.env import WebShopEnv
@@ -54,20 +55,28 @@ class Demonstration:
     goal_id: int
     messages: list[dict[str, str]]
     action: str
-    """The action as the env and the history see it: ``click[green]``."""
+    """The action as the env sees it: ``click[green]``."""
+    shown: str = ""
+    """The action as the prompt names it, where that differs: ``click[1]`` for the first
+    listed result when the prompt numbers results (:class:`app.core.agent.ResultRefs`)."""
 
     @property
     def reply(self) -> str:
-        """The action as the policy writes it: ``click[ green]``, but ``click[b09h42ji5s]``
-        (see the module docstring)."""
+        """The action as the policy writes it: ``click[ green]``, but a product as listed,
+        ``click[b09h42ji5s]`` or ``click[1]`` (see the module docstring)."""
         if action_kind(self.action) == "item":
-            return self.action
+            return self.shown or self.action
         verb, argument = self.action.split("[", 1)
         return f"{verb}[ {argument}"
 
 
-def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str]) -> str:
-    """The demonstrator's next action from the page's actions and the previous actions."""
+def fair_action(
+    goal: Goal, available_actions: dict[str, Any], history: list[str], result_choice: str = "first"
+) -> str:
+    """The demonstrator's next action from the page's actions and the previous actions.
+
+    ``result_choice``: ``first`` opens the best-ranked result, ``random`` one of the page's
+    results drawn per goal and page."""
     clickables = list(available_actions.get("clickables") or [])
     if available_actions.get("has_search_bar"):
         return f"search[{search_keywords(goal.instruction)}]"
@@ -77,21 +86,34 @@ def fair_action(goal: Goal, available_actions: dict[str, Any], history: list[str
         last = history[-1] if history else ""
         done = clicks.index(last) + 1 if last in clicks else 0
         return clicks[done] if done < len(clicks) else "click[buy now]"
-    if "next >" in clickables:  # results page: the best-ranked result
-        return f"click[{products[0]}]" if products else "click[back to search]"
+    if "next >" in clickables:  # results page: the best-ranked result, or any
+        if not products:
+            return "click[back to search]"
+        if result_choice == "random":
+            return f"click[{random.Random(f'{goal.index}:{products[0]}').choice(products)}]"
+        if result_choice != "first":
+            raise ValueError(f"result_choice must be first or random, got {result_choice!r}")
+        return f"click[{products[0]}]"
     return "click[< prev]"
 
 
 def episode(
-    env: WebShopEnv, goal_id: int, max_steps: int, history_steps: int = DEFAULT_HISTORY_STEPS
+    env: WebShopEnv,
+    goal_id: int,
+    max_steps: int,
+    history_steps: int = DEFAULT_HISTORY_STEPS,
+    result_refs: ResultRefs | str = ResultRefs.IDS,
+    result_choice: str = "first",
 ) -> list[Demonstration]:
     """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt."""
-    played = LocalEpisode(env, goal_id, history_steps)
+    played = LocalEpisode(env, goal_id, history_steps, result_refs=result_refs)
     actions: list[str] = []
     demos: list[Demonstration] = []
     for _ in range(max_steps):
-        action = fair_action(played.session.goal, played.state.available_actions, actions)
-        demos.append(Demonstration(goal_id, played.messages(), action))
+        page = played.state.available_actions
+        action = fair_action(played.session.goal, page, actions, result_choice)
+        shown = played.state.shown_action(action)
+        demos.append(Demonstration(goal_id, played.messages(), action, shown))
         played.act(action)
         actions.append(action)
         if played.done:
@@ -104,9 +126,15 @@ def collect(
     goal_ids: Iterable[int],
     max_steps: int,
     history_steps: int = DEFAULT_HISTORY_STEPS,
+    result_refs: ResultRefs | str = ResultRefs.IDS,
+    result_choice: str = "first",
 ) -> list[Demonstration]:
     """Demonstrations of every goal in ``goal_ids``."""
-    return [d for g in goal_ids for d in episode(env, g, max_steps, history_steps)]
+    return [
+        d
+        for g in goal_ids
+        for d in episode(env, g, max_steps, history_steps, result_refs, result_choice)
+    ]
 
 
 def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:

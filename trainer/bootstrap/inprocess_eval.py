@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.agent import DEFAULT_HISTORY_STEPS
+from app.core.agent import DEFAULT_HISTORY_STEPS, ResultRefs
 from app.core.intervals import mean_half_width, rate_half_width
 from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
@@ -62,14 +62,16 @@ def evaluate(
     history_steps: int = DEFAULT_HISTORY_STEPS,
     constrain_actions: bool = False,
     start: RolloutStart | str = RolloutStart.SEARCH,
+    result_refs: ResultRefs | str = ResultRefs.IDS,
 ) -> EvalResult:
     """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
     prompts showing the last ``history_steps`` steps; ``constrain_actions`` limits each
     reply to the page's valid actions, as ``WSRL_AGENT_CONSTRAIN_ACTIONS`` does. The policy
     plays from ``start`` (:mod:`app.core.opening`); a held-out measure of the task starts
-    at ``search``."""
+    at ``search``. ``result_refs``: how the prompts name results, as the policy was trained."""
     episodes = [
-        LocalEpisode(env, g, history_steps, constrain_actions, start=start) for g in goal_ids
+        LocalEpisode(env, g, history_steps, constrain_actions, start=start, result_refs=result_refs)
+        for g in goal_ids
     ]
     steps = 0
     for number in range(1, max_steps + 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.agent import DEFAULT_HISTORY_STEPS, Episode
+from app.core.agent import DEFAULT_HISTORY_STEPS, Episode, ResultRefs
 from app.core.opening import play_opening
 from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
@@ -32,6 +32,7 @@ class LocalEpisode:
         history_steps: int = DEFAULT_HISTORY_STEPS,
         constrain_actions: bool = False,
         start: RolloutStart | str = RolloutStart.SEARCH,
+        result_refs: ResultRefs | str = ResultRefs.IDS,
     ) -> None:
         self.session = env.new_session(goal_id)
         self.state = Episode(
@@ -40,6 +41,7 @@ class LocalEpisode:
             self.session.available_actions(),
             history_steps=history_steps,
             constrain_actions=constrain_actions,
+            result_refs=ResultRefs(result_refs),
         )
         self.reward = 0.0
         self.done = False

@@ -275,8 +275,8 @@ def still_running(settings) -> list[str]:
 
 def _child_env(settings, model: Path) -> dict[str, str] | None:
     """The children's environment for a bootstrapped tiny policy (a ``bootstrap.json``):
-    the prompt history it was bootstrapped with, and replies constrained to the page's
-    valid actions, each unless the user set the variable explicitly.
+    the prompt history and result names it was bootstrapped with, and replies constrained
+    to the page's valid actions, each unless the user set the variable explicitly.
 
     Why constrained: the bootstrap's greedy replies are half invalid (an unlisted product
     id, an option the page does not offer); limited to the valid actions the same weights
@@ -292,9 +292,12 @@ def _child_env(settings, model: Path) -> dict[str, str] | None:
     if not manifest.exists():
         return None
     overrides = {}
-    history = json.loads(manifest.read_text()).get("history_steps")
+    recorded = json.loads(manifest.read_text())
+    history, refs = recorded.get("history_steps"), recorded.get("result_refs")
     if "agent_history_steps" not in settings.model_fields_set and history is not None:
         overrides["WSRL_AGENT_HISTORY_STEPS"] = str(history)
+    if "agent_result_refs" not in settings.model_fields_set and refs is not None:
+        overrides["WSRL_AGENT_RESULT_REFS"] = str(refs)
     if "agent_constrain_actions" not in settings.model_fields_set:
         overrides["WSRL_AGENT_CONSTRAIN_ACTIONS"] = "true"
     return {**os.environ, **overrides} if overrides else None

@@ -65,7 +65,7 @@ def bootstrap_command(
     from app.config import get_settings
     from app.progress import WorkProgress
     from app.webshop.env import WebShopEnv
-    from trainer.bootstrap.build import BootstrapConfig, bootstrap
+    from trainer.bootstrap.build import BootstrapConfig, bootstrap, policy_protocol
     from trainer.bootstrap.tiny_policy import TinySize
     from trainer.config import tiny_policy_path
 
@@ -107,8 +107,8 @@ def bootstrap_command(
         )
         temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
         _evaluate(
-            env, target, eval_goals, seed, manifest["history_steps"],
-            max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
+            env, target, eval_goals, seed, policy_protocol(settings, target),
+            constrain=constrain, temperatures=temperatures,
         )  # fmt: skip
 
 
@@ -138,12 +138,15 @@ def eval_command(
 ) -> None:
     """Held-out success and mean reward of a checkpoint, in this process (no services):
     the first N held-out goals (test, then eval: 1,500 in the generated catalog), greedy,
-    WSRL_MAX_STEPS and WSRL_AGENT_HISTORY_STEPS as the workers would play them. With
+    with the agent protocol the workers would play it with: the bootstrap's or the
+    trainer's that saved the checkpoint, else the settings (WSRL_MAX_STEPS,
+    WSRL_AGENT_HISTORY_STEPS, WSRL_AGENT_RESULT_REFS). With
     ``--start item`` every episode begins on its target's own page: comparing it with
     ``--start results`` and the task tells whether a policy loses on the options or on the
     choice of the product."""
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
+    from trainer.bootstrap.build import policy_protocol
 
     settings = get_settings()
     env = WebShopEnv.load(
@@ -155,9 +158,8 @@ def eval_command(
     constrain = settings.agent_constrain_actions if constrain_actions is None else constrain_actions
     temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
     _evaluate(
-        env, model, goals, seed, settings.agent_history_steps,
-        max_steps=settings.max_steps, constrain=constrain, temperatures=temperatures,
-        start=start,
+        env, model, goals, seed, policy_protocol(settings, model),
+        constrain=constrain, temperatures=temperatures, start=start,
     )  # fmt: skip
 
 
@@ -178,9 +180,8 @@ def _evaluate(
     target: Path,
     goals: int,
     seed: int,
-    history_steps: int,
+    protocol,
     *,
-    max_steps: int,
     constrain: bool,
     temperatures: tuple[tuple[str, float], ...],
     start: RolloutStart = RolloutStart.SEARCH,
@@ -195,7 +196,10 @@ def _evaluate(
     tests = min(len(ids), len(env.goal_ids("test")))  # the test split comes first
     console.print(
         f"{len(ids)} held-out goals ({tests} test, {len(ids) - tests} eval), "
-        f"{max_steps}-step limit, constrained to valid actions: {constrain}"
+        f"{protocol.max_steps}-step limit, {protocol.history_steps} "
+        f"step{'' if protocol.history_steps == 1 else 's'} of history, results by "
+        f"{'number' if protocol.result_refs == 'numbers' else 'id'}, constrained to valid "
+        f"actions: {constrain}"
         + ("" if start == RolloutStart.SEARCH else f", starting on the {start} page")
     )
     for name, temperature in temperatures:
@@ -206,10 +210,11 @@ def _evaluate(
             ids,
             temperature=temperature,
             seed=seed,
-            history_steps=history_steps,
-            max_steps=max_steps,
+            history_steps=protocol.history_steps,
+            max_steps=protocol.max_steps,
             constrain_actions=constrain,
             start=start,
+            result_refs=protocol.result_refs,
         )
         console.print(
             f"{name}: success {result.success_rate:.1%} (95 % CI +/- {result.success_ci:.1%}), "

@@ -139,10 +139,11 @@ def test_a_second_ctrl_c_while_stopping_is_ignored() -> None:
 def test_bootstrapped_policy_gets_its_history_and_constrained_replies(tmp_path: Path) -> None:
     from app.commands.dev import _child_env
 
-    (tmp_path / "bootstrap.json").write_text('{"history_steps": 1}')
+    (tmp_path / "bootstrap.json").write_text('{"history_steps": 1, "result_refs": "numbers"}')
     env = _child_env(Settings(_env_file=None), tmp_path)
     assert env is not None
     assert env["WSRL_AGENT_HISTORY_STEPS"] == "1"
+    assert env["WSRL_AGENT_RESULT_REFS"] == "numbers"
     assert env["WSRL_AGENT_CONSTRAIN_ACTIONS"] == "true"
     chosen = _child_env(Settings(_env_file=None, agent_constrain_actions=False), tmp_path)
     assert chosen is not None  # the user's choice is left as the environment has it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,8 @@ def test_eval_says_how_it_played_and_what_it_measured(settings_env, random_polic
     constrained = runner.invoke(cli, [*args, "--constrain-actions"])
     assert constrained.exit_code == 0, constrained.output
     flat = " ".join(constrained.output.split())
-    said = "3 held-out goals (3 test, 0 eval), 2-step limit, constrained to valid actions: True"
-    assert said in flat
+    said = "3 held-out goals (3 test, 0 eval), 2-step limit, 4 steps of history, results by id,"
+    assert said in flat and "constrained to valid actions: True" in flat
     assert "greedy: success 0.0% (95 % CI +/- 0.0%), mean reward" in flat  # a random policy
     free = runner.invoke(cli, [*args, "--no-constrain-actions"])
     assert free.exit_code == 0 and "valid actions: False" in " ".join(free.output.split())
@@ -95,3 +96,16 @@ def test_more_goals_than_the_catalog_holds_out_is_a_clear_error(settings_env, tm
     assert result.exit_code == 2
     words = [w for w in result.output.split() if w != "│"]  # the error's box
     assert "1501 goals asked; this catalog holds 1500 held-out goals" in " ".join(words)
+
+
+def test_eval_plays_a_train_step_as_its_trainer_published_it(
+    settings_env, random_policy: Path
+) -> None:
+    """A local trainer's checkpoint records the protocol the workers played it with; eval
+    plays the same (here: one step of history, results by number), not the settings."""
+    protocol = {"mode": "text", "history_steps": 1, "constrain_actions": True, "max_steps": 2}
+    state = {"step": 3, "version": 3, "protocol": {**protocol, "result_refs": "numbers"}}
+    (random_policy / "trainer_state.json").write_text(json.dumps(state))
+    result = runner.invoke(cli, ["policy", "eval", "--model", str(random_policy), "--goals", "3"])
+    assert result.exit_code == 0, result.output
+    assert "2-step limit, 1 step of history, results by number," in " ".join(result.output.split())

@@ -355,14 +355,16 @@ def test_the_trainer_publishes_the_agent_protocol_with_every_version(
     :class:`~trainer.publish.Publisher`, which the verl backend publishes through too."""
     import shutil
 
-    from app.core.agent import AgentMode, AgentProtocol
-    from trainer.bootstrap.build import MANIFEST
+    from app.core.agent import AgentMode, AgentProtocol, ResultRefs
+    from trainer.bootstrap.build import MANIFEST, policy_protocol
 
     model = tmp_path / "bootstrapped"
     shutil.copytree(tiny_checkpoint, model)
-    (model / MANIFEST).write_text(json.dumps({"history_steps": 1}))
+    (model / MANIFEST).write_text(json.dumps({"history_steps": 1, "result_refs": "numbers"}))
     settings = fresh_settings.model_copy(update={"max_steps": 7})
-    expected = AgentProtocol(AgentMode.TEXT, history_steps=1, constrain_actions=False, max_steps=7)
+    expected = AgentProtocol(
+        AgentMode.TEXT, 1, constrain_actions=False, max_steps=7, result_refs=ResultRefs.NUMBERS
+    )
     trainer = start(settings, model)
     client = redis.Redis.from_url(settings.resolved_redis_url())
     try:
@@ -376,6 +378,9 @@ def test_the_trainer_publishes_the_agent_protocol_with_every_version(
         with session_scope(trainer.loop.sessions) as session:
             rows = session.scalars(select(PolicyVersion.protocol)).all()
         assert rows == [expected.to_dict()] * 2
+        # Its checkpoints keep it: `wsrl policy eval` plays a train step as the workers did.
+        checkpoint = Path(trainer.loop.backend.save(1, first.version + 1))
+        assert policy_protocol(fresh_settings, checkpoint) == expected
     finally:
         client.close()
         trainer.close()

@@ -224,26 +224,30 @@ def supervised(
 
 
 def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
-    """The agent protocol the local trainer publishes for the policy at ``model_path``.
+    """The agent protocol the policy at ``model_path`` is played with.
 
     A bootstrapped policy (a :data:`MANIFEST` next to its weights; ``model_path`` None: the
     tiny policy ``wsrl policy bootstrap`` builds with its defaults) is played in text mode
-    with the history it was bootstrapped on; the rest, and any other policy's protocol, comes
-    from the settings. Raises :class:`app.core.agent.AgentProtocolMismatch` when a setting
-    given explicitly contradicts the bootstrap."""
+    with the history and result names it was bootstrapped on; a local trainer's checkpoint
+    with the protocol its trainer published (``trainer_state.json``); the rest, and any
+    other policy's protocol, comes from the settings. Raises
+    :class:`app.core.agent.AgentProtocolMismatch` when a setting given explicitly
+    contradicts the policy's."""
     if model_path is None:
-        history, source = BootstrapConfig().history_steps, "the tiny policy's bootstrap"
-    else:
-        manifest = model_path / MANIFEST
-        if not manifest.is_file():
-            return AgentProtocol.from_settings(settings)
+        config = BootstrapConfig()
+        expected = {"history_steps": config.history_steps, "result_refs": config.result_refs}
+        return agent_protocol(settings, "the tiny policy's bootstrap", {**expected, "mode": "text"})
+    manifest, state = model_path / MANIFEST, model_path / "trainer_state.json"
+    if manifest.is_file():
         recorded = json.loads(manifest.read_text())
-        history, refs = recorded.get("history_steps"), recorded.get("result_refs")
+        expected = {k: recorded.get(k) for k in ("history_steps", "result_refs")}
         source = f"the policy's bootstrap ({manifest})"
-        return agent_protocol(
-            settings, source, {"history_steps": history, "mode": "text", "result_refs": refs}
-        )
-    return agent_protocol(settings, source, {"history_steps": history, "mode": "text"})
+        return agent_protocol(settings, source, {**expected, "mode": "text"})
+    published = json.loads(state.read_text()).get("protocol") if state.is_file() else None
+    if published is not None:
+        source = f"the checkpoint's trainer ({state})"
+        return agent_protocol(settings, source, AgentProtocol.from_dict(published).to_dict())
+    return AgentProtocol.from_settings(settings)
 
 
 def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from redis import Redis
 from sqlalchemy import Engine
 
 from app.config import Settings
+from app.core.agent import AgentProtocol
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local import checkpoints
 from trainer.backends.local.algorithms import rollout_advantages
@@ -52,8 +53,10 @@ class LocalBackend:
         server: PolicyServer,
         config: TrainerConfig,
         options: LoopOptions,
+        protocol: AgentProtocol | None = None,
     ) -> None:
         self.learner, self.server, self.config, self.options = learner, server, config, options
+        self.protocol = protocol
 
     def prepare(
         self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
@@ -80,7 +83,9 @@ class LocalBackend:
         (all of them are committed: an uncommitted one is removed on restart)."""
         directory = self.options.checkpoint_dir
         checkpoints.prune(directory, self.options.keep_checkpoints)
-        return str(checkpoints.save_checkpoint(directory, step, version, self.learner).path)
+        extra = None if self.protocol is None else {"protocol": self.protocol.to_dict()}
+        saved = checkpoints.save_checkpoint(directory, step, version, self.learner, extra)
+        return str(saved.path)
 
     def swap(self, version: int) -> None:
         self.server.swap(copy.deepcopy(self.learner.model), version)
@@ -201,7 +206,7 @@ def start_local_run(
         config,
         options,
         sessions,
-        LocalBackend(learner, server, config, options),
+        LocalBackend(learner, server, config, options, protocol),
         publisher,
         scheduler,
         step=done,

@@ -108,12 +108,15 @@ class BootstrapConfig:
     product title; every product id is a token of its own)."""
     size: TinySize = field(default_factory=TinySize)
     """Shape of the model."""
-    result_refs: str = "ids"
+    result_refs: str = "numbers"
     """How the prompts name a results page's products (:class:`app.core.agent.ResultRefs`);
-    recorded in the manifest, and the policy is played so."""
-    result_choice: str = "first"
+    recorded in the manifest, and the policy is played so. By number, the first result is
+    the same reply on every page, where a product id must be copied from its place in the
+    list (docs/decisions/0030)."""
+    result_choice: str = "random"
     """Which result the demonstrator opens: ``first`` (the best-ranked) or ``random`` (one
-    of the page's, drawn per goal: the mechanics without the choice, left to RL)."""
+    of the page's, drawn per goal): the mechanics without the choice, which is left to RL
+    (docs/decisions/0030)."""
 
 
 def _tokenizer_texts(env: WebShopEnv, demos: list, goal_ids: list[int]) -> list[str]:

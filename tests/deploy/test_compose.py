@@ -258,6 +258,8 @@ def test_default_env_lets_every_gpu_config_start(services, name: str) -> None:
     protocol = agent_protocol_of(config, settings, name)
     assert str(protocol.mode) == config.webshop.agent_mode
     assert protocol.max_steps == config.webshop.max_turns and not protocol.constrain_actions
+    # The tiny policy is bootstrapped naming results by number; Qwen reads the original's ids.
+    assert str(protocol.result_refs) == ("numbers" if name == "smoke" else "ids")
 
 
 def test_slim_dockerfile_installs_no_train_extra() -> None:

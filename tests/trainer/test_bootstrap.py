@@ -1,6 +1,7 @@
 """Tiny-policy bootstrap smoke test: fair demonstrations -> SFT -> HF checkpoint."""
 
 import json
+import re
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -114,6 +115,27 @@ def test_demonstrations_succeed_on_most_goals(env: WebShopEnv) -> None:
                 break
     assert sum(r == 1.0 for r in rewards) >= 0.45 * len(goals)
     assert sum(rewards) / len(goals) >= 0.75
+
+
+def test_numbered_demonstrations_open_a_listed_place_drawn_per_goal(env: WebShopEnv) -> None:
+    """The default build's demonstrator (results by number, a result drawn at random):
+    every reply is one of its prompt's listed actions, a result is named by its place and
+    opens the product listed there, and the places spread over the page, the same ones on
+    every build."""
+    places = []
+    for goal_id in env.goal_ids("train")[:30]:
+        demos = demonstrations.episode(env, goal_id, 15, 1, "numbers", "random")
+        again = demonstrations.episode(env, goal_id, 15, 1, "numbers", "random")
+        assert [d.reply for d in demos] == [d.reply for d in again]
+        for demo in demos[1:]:
+            listed = demo.messages[1]["content"].split("Available actions:\n")[1].split("\n")
+            assert parse_action(demo.reply) in listed, demo.reply
+            if demonstrations.action_kind(demo.action) == "item":
+                assert re.fullmatch(r"click\[\d+\]", demo.reply) and demo.action != demo.reply
+                places.append(demo.reply)
+    assert len(places) >= 30 and len(set(places)) >= 6
+    assert BootstrapConfig().result_refs == "numbers"
+    assert BootstrapConfig().result_choice == "random"
 
 
 def test_tokenizer_makes_product_ids_single_tokens_and_decodes_exactly(

@@ -7,12 +7,11 @@ shows, and a policy trained on that learns to make titles up. Here the demonstra
 - searches the instruction's product description (the text before its options and
   price limit: "i need a vegan pasta sauce with flavor: ...") -> ``search[i need a
   vegan pasta sauce]``;
-- on the results page clicks the first (best-ranked) result. Clicking the target
-  wherever it is listed would be better play, but it is a title-matching judgement a
-  few-million-parameter model does not learn from a few hundred examples, and imitating
-  "usually the first, sometimes another" teaches it a guess. The first result is the
-  target in about 55 % of test goals, and this demonstrator succeeds on about 59 % of
-  them; choosing better than the ranking is left to reinforcement learning;
+- on the results page opens a result: the first (best-ranked) one, or (the default
+  build, ``result_choice="random"``) one drawn per goal and page. The first result is the
+  target in about 55 % of test goals and a demonstrator opening it succeeds on about 59 %
+  of them; the default build leaves that choice to reinforcement learning, so that its
+  policy knows the mechanics and RL has the choice to learn (docs/decisions/0030);
 - on an item page clicks the instruction's option values in order, then buys; on a
   sub-page goes back.
 
@@ -26,9 +25,9 @@ to a word, so ``green`` is one token after a space (in the instruction and on th
 and another after a bracket (``[green``). Without the space, every copy of a word into a
 reply is a per-word translation a tiny model does not learn from a few thousand examples
 (measured: 0 of 57 held-out option clicks right); with it, the reply's words are the very
-tokens of the instruction and the page, and copying is pointing. Product ids are one
-token wherever they stand, so they are written as listed: ``click[b09h42ji5s]`` repeats
-the ``click [ id`` of the action list, the pattern a copying (induction) head follows.
+tokens of the instruction and the page, and copying is pointing. Products are written as
+listed: by number (``click[3]``, the default build) or by id (``click[b09h42ji5s]``, one
+token wherever it stands, repeating the ``click [ id`` of the action list).
 """
 
 from __future__ import annotations

@@ -222,8 +222,9 @@ def loop_options(config: DictConfig) -> LoopOptions:
 
 def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> AgentProtocol:
     """The agent protocol the config trains for, which the trainer publishes with every
-    version: ``webshop.agent_mode``, ``webshop.history_steps``, ``webshop.max_turns``, and
-    never constrained replies (verl computes logprobs without the decoding masks).
+    version: ``webshop.agent_mode``, ``webshop.history_steps``, ``webshop.max_turns``,
+    ``webshop.result_refs``, and never constrained replies (verl computes logprobs
+    without the decoding masks).
 
     Raises :class:`app.core.agent.AgentProtocolMismatch` when this host's explicit
     ``WSRL_AGENT_*`` / ``WSRL_MAX_STEPS`` settings contradict it (the workers no longer
@@ -235,10 +236,12 @@ def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> Agen
         "history_steps": int(shop.history_steps),
         "max_steps": int(shop.max_turns),
         "constrain_actions": False,
+        "result_refs": str(shop.get("result_refs", "ids")),
     }
     return agent_protocol(
         settings,
-        f"{source} (webshop.agent_mode, webshop.history_steps, webshop.max_turns; verl "
+        f"{source} (webshop.agent_mode, webshop.history_steps, webshop.max_turns, "
+        "webshop.result_refs; verl "
         "computes logprobs without the decoding masks, so replies are not constrained)",
         expected,
     )

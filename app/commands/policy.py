@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.core.agent import ResultRefs
 from app.db.lifecycle import RolloutStart
 
 policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
@@ -34,6 +35,16 @@ def bootstrap_command(
     vocab: Annotated[
         int | None, typer.Option(min=300, help="BPE vocabulary, ids on top (default 8192).")
     ] = None,
+    result_choice: Annotated[
+        str,
+        typer.Option(
+            help="Result the demonstrator opens: random (RL learns which) or first (the "
+            "best-ranked: about 40 % held-out success before any RL; docs/decisions/0030)."
+        ),
+    ] = "random",
+    result_refs: Annotated[
+        ResultRefs, typer.Option(help="How the prompts name results: numbers or ids.")
+    ] = ResultRefs.NUMBERS,
     eval_goals: Annotated[
         int,
         typer.Option(
@@ -69,6 +80,10 @@ def bootstrap_command(
     from trainer.bootstrap.tiny_policy import TinySize
     from trainer.config import tiny_policy_path
 
+    if result_choice not in ("random", "first"):
+        raise typer.BadParameter(
+            f"{result_choice!r}: random or first", param_hint="--result-choice"
+        )
     settings = get_settings()
     size = TinySize()
     if hidden is not None:
@@ -81,6 +96,8 @@ def bootstrap_command(
         episodes=episodes or BootstrapConfig.episodes,
         epochs=epochs or BootstrapConfig.epochs,
         size=size,
+        result_refs=result_refs.value,
+        result_choice=result_choice.value,
     )
     target = out or tiny_policy_path(settings.data_dir, seed)
     env = WebShopEnv.load(

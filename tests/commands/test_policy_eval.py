@@ -109,3 +109,14 @@ def test_eval_plays_a_train_step_as_its_trainer_published_it(
     result = runner.invoke(cli, ["policy", "eval", "--model", str(random_policy), "--goals", "3"])
     assert result.exit_code == 0, result.output
     assert "2-step limit, 1 step of history, results by number," in " ".join(result.output.split())
+
+
+def test_bootstrap_refuses_an_unknown_result_choice_before_any_work(
+    settings_env, tmp_path: Path
+) -> None:
+    out = tmp_path / "never"
+    args = ["policy", "bootstrap", "--out", str(out), "--result-choice", "best"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 2
+    assert "'best': random or first" in " ".join(result.output.split())
+    assert not out.exists()

@@ -97,7 +97,7 @@ def bootstrap_command(
         epochs=epochs or BootstrapConfig.epochs,
         size=size,
         result_refs=result_refs.value,
-        result_choice=result_choice.value,
+        result_choice=result_choice,
     )
     target = out or tiny_policy_path(settings.data_dir, seed)
     env = WebShopEnv.load(

@@ -120,3 +120,16 @@ def test_bootstrap_refuses_an_unknown_result_choice_before_any_work(
     assert result.exit_code == 2
     assert "'best': random or first" in " ".join(result.output.split())
     assert not out.exists()
+
+
+def test_bootstrap_with_its_defaults_copies_the_shipped_policy(
+    settings_env, tmp_path: Path
+) -> None:
+    """What `make dev` runs first in a fresh data folder, through the CLI as typer calls it."""
+    out = tmp_path / "policy"
+    result = runner.invoke(cli, ["policy", "bootstrap", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "copied from the repository's build" in " ".join(result.output.split())
+    manifest = json.loads((out / "bootstrap.json").read_text())
+    assert manifest["result_refs"] == "numbers"
+    assert manifest["config"]["result_choice"] == "random"

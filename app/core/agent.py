@@ -436,6 +436,9 @@ class Episode:
     """Ask the server to limit each reply to the page's valid actions (text mode only)."""
     result_refs: ResultRefs = ResultRefs.IDS
     """How the prompt names a results page's products (:class:`ResultRefs`)."""
+    _visit: int = field(default=0, init=False, repr=False)
+    """Where the open product's visit begins in ``history``: the step after the click that
+    opened it (by number, ``click[3]`` may also be an option value of the page it opens)."""
 
     def _numbers(self) -> dict[str, str]:
         if self.result_refs != ResultRefs.NUMBERS:
@@ -462,7 +465,8 @@ class Episode:
         """The constraint of the next reply (see :func:`action_structured_outputs`)."""
         if not self.constrain_actions or self.mode != AgentMode.TEXT:
             return None
-        spent = spent_clicks(self.history, self.observation, self.available_actions)
+        visit = self.history[self._visit :]
+        spent = spent_clicks(visit, self.observation, self.available_actions)
         return action_structured_outputs(self._shown_actions(), spent)
 
     @property
@@ -510,6 +514,9 @@ class Episode:
         error of an invalid step). The page after it becomes current, and so do its
         actions when the step was valid. The history names products as the prompts do."""
         shown = self.shown_action(action) if action else NO_ACTION
+        opened = result_numbers(self.available_actions).values()
+        if valid and action in {f"click[{product}]" for product in opened}:
+            self._visit = len(self.history) + 1
         if observation is not None:
             self.observation = observation
         if valid and available_actions is not None:

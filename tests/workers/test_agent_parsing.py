@@ -277,6 +277,13 @@ OPTIONS_PAGE = (
 )
 
 
+PRODUCTS = ["b0aaaaaaaa", "b0bbbbbbbb", "b0cccccccc"]
+RESULTS_PAGE = (
+    "Back to Search [SEP] Page 1 (Total results: 3) [SEP] Next > [SEP] "
+    + " [SEP] ".join(f"{p.upper()} [SEP] A mug {n} [SEP] $3.0" for n, p in enumerate(PRODUCTS))
+)
+
+
 def _steps(*actions: str) -> list[HistoryStep]:
     return [HistoryStep(i + 1, a, "page") for i, a in enumerate(actions)]
 
@@ -324,3 +331,34 @@ def test_constrained_episode_does_not_offer_the_clicks_its_visit_has_spent() -> 
     assert re.fullmatch(regex, "click[ description]") and re.fullmatch(regex, "click[< prev]")
     assert not re.fullmatch(regex, "click[ small]") and not re.fullmatch(regex, "click[ large]")
     assert not re.fullmatch(regex, "click[ features]")
+
+
+def test_a_result_opened_by_number_is_not_taken_for_an_option_of_that_value() -> None:
+    """``click[3]`` opened the third result; on its page ``3`` is also a size. The visit
+    has chosen nothing yet, so both sizes stay offered."""
+    import re
+
+    from app.core.agent import Episode, ResultRefs
+
+    results = {"has_search_bar": False, "clickables": ["back to search", "next >", *PRODUCTS]}
+    page = OPTIONS_PAGE.replace("small", "3").replace("large", "5")
+    actions = {
+        **OPTIONS_ACTIONS,
+        "clickables": [
+            c.replace("small", "3").replace("large", "5") for c in OPTIONS_ACTIONS["clickables"]
+        ],
+    }
+    for refs in ResultRefs:
+        episode = Episode("a mug", RESULTS_PAGE, results, constrain_actions=True, result_refs=refs)
+        action, _ = episode.action(
+            "click[3]" if refs == ResultRefs.NUMBERS else f"click[{PRODUCTS[2]}]"
+        )
+        assert action == f"click[{PRODUCTS[2]}]"
+        episode.record(action, valid=True, seen=page, observation=page, available_actions=actions)
+        regex = episode.structured_outputs()["regex"]
+        assert re.fullmatch(regex, "click[ 3]") and re.fullmatch(regex, "click[ 5]"), refs
+        episode.record(
+            "click[5]", valid=True, seen=page, observation=page, available_actions=actions
+        )
+        regex = episode.structured_outputs()["regex"]
+        assert not re.fullmatch(regex, "click[ 3]") and re.fullmatch(regex, "click[ red]"), refs

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from app.core.agent import ResultRefs
 from app.db.lifecycle import RolloutStart
 
 policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
@@ -43,8 +42,8 @@ def bootstrap_command(
         ),
     ] = "random",
     result_refs: Annotated[
-        ResultRefs, typer.Option(help="How the prompts name results: numbers or ids.")
-    ] = ResultRefs.NUMBERS,
+        str, typer.Option(help="How the prompts name results: numbers or ids.")
+    ] = "numbers",
     eval_goals: Annotated[
         int,
         typer.Option(
@@ -84,6 +83,8 @@ def bootstrap_command(
         raise typer.BadParameter(
             f"{result_choice!r}: random or first", param_hint="--result-choice"
         )
+    if result_refs not in ("numbers", "ids"):
+        raise typer.BadParameter(f"{result_refs!r}: numbers or ids", param_hint="--result-refs")
     settings = get_settings()
     size = TinySize()
     if hidden is not None:
@@ -96,7 +97,7 @@ def bootstrap_command(
         episodes=episodes or BootstrapConfig.episodes,
         epochs=epochs or BootstrapConfig.epochs,
         size=size,
-        result_refs=result_refs.value,
+        result_refs=result_refs,
         result_choice=result_choice,
     )
     target = out or tiny_policy_path(settings.data_dir, seed)

@@ -111,14 +111,17 @@ def test_eval_plays_a_train_step_as_its_trainer_published_it(
     assert "2-step limit, 1 step of history, results by number," in " ".join(result.output.split())
 
 
-def test_bootstrap_refuses_an_unknown_result_choice_before_any_work(
-    settings_env, tmp_path: Path
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [("--result-choice", "'best': random or first"), ("--result-refs", "'best': numbers or ids")],
+)
+def test_bootstrap_refuses_an_unknown_result_option_before_any_work(
+    settings_env, tmp_path: Path, option: str, said: str
 ) -> None:
     out = tmp_path / "never"
-    args = ["policy", "bootstrap", "--out", str(out), "--result-choice", "best"]
-    result = runner.invoke(cli, args)
+    result = runner.invoke(cli, ["policy", "bootstrap", "--out", str(out), option, "best"])
     assert result.exit_code == 2
-    assert "'best': random or first" in " ".join(result.output.split())
+    assert said in " ".join(result.output.split())
     assert not out.exists()
 
 

@@ -7,14 +7,20 @@ server (verl and vLLM are not needed)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+import uvloop
 
 from trainer.backends.verl.relay import PortRelay, published_base_url, split_address
 
@@ -155,3 +161,48 @@ def test_connections_are_spread_over_every_replica_and_a_dead_one_is_skipped() -
 def test_a_relay_without_replicas_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one"):
         PortRelay("127.0.0.1", 0, [])
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def loop_policy(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The relay's loop comes from the process's policy: Ray's actors run uvloop's."""
+    if request.param == "uvloop":
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    yield request.param
+    asyncio.set_event_loop_policy(None)
+
+
+def test_a_server_that_resets_its_connection_ends_it_without_an_error(
+    loop_policy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seen on a GPU: vLLM's side of a connection reset, then the worker's side closing,
+    raised from the relay's handler under uvloop ("Unhandled exception in
+    client_connected_cb ... the handler is closed")."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def reset_each_connection() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(1024)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # a reset, not a FIN
+
+    threading.Thread(target=reset_each_connection, daemon=True).start()
+    relay = PortRelay("127.0.0.1", 0, f"127.0.0.1:{listener.getsockname()[1]}").start()
+    try:
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as client:
+                client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n\r\n")
+                time.sleep(0.2)
+                with contextlib.suppress(OSError):  # the relay may have closed it first
+                    client.shutdown(socket.SHUT_WR)
+                    client.recv(1024)
+        time.sleep(0.3)
+    finally:
+        relay.stop()
+        listener.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]

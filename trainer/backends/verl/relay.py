@@ -165,7 +165,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         while chunk := await reader.read(CHUNK_BYTES):
             writer.write(chunk)
             await writer.drain()
-        if writer.can_write_eof():
+        # The other side may be gone already (reset by its peer): asyncio's own loop then
+        # ignores write_eof, uvloop's (the loop of Ray's actors) raises RuntimeError.
+        if writer.can_write_eof() and not writer.is_closing():
             writer.write_eof()
     except OSError:  # the peer reset: closing the other side ends the opposite pipe too
         writer.close()

@@ -16,6 +16,12 @@ def setup_logging(level: int | str | None = None) -> None:
         logging.basicConfig(level=resolved, format=LOG_FORMAT)
     else:
         root.setLevel(resolved)
+    # vLLM's API server imports model_hosting_container_standards, which on import sets the
+    # root logger and its handlers to SAGEMAKER_CONTAINER_LOG_LEVEL (ERROR when unset). In
+    # verl's task runner, which imports vLLM while it builds the workers, every line of the
+    # trainer below ERROR was lost from then on (seen on a GPU). Our level, named there first,
+    # is what it sets; the processes this one starts (Ray's actors) inherit it.
+    os.environ.setdefault("SAGEMAKER_CONTAINER_LOG_LEVEL", logging.getLevelName(root.level))
     noisy_loggers = (
         "httpx",
         "httpx2",

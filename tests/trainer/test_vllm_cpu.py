@@ -252,3 +252,34 @@ def test_episodes_on_vllm_record_what_the_trainer_computes_and_a_sync_serves_the
         vllm.stop()
         redis.close()
         engine.dispose()
+
+
+def test_the_trainer_logs_below_error_after_a_process_imports_vllm() -> None:
+    """verl's task runner imports vLLM's API server while it builds the workers. vLLM 0.24
+    (the GPU stack's lock) imports ``model_hosting_container_standards.sagemaker`` there at
+    module level, and that package sets the root logger and its handlers to ERROR on
+    import: every step line of the trainer was lost (seen on a GPU). Later vLLMs, this
+    CPU build among them, import it lazily, so the package itself (vLLM's dependency, in
+    vLLM's virtualenv) is imported here. A process that set up our logging first keeps its
+    lines."""
+    code = (
+        "import logging\n"
+        "from app.logging import setup_logging\n"
+        "setup_logging()\n"
+        "import model_hosting_container_standards.sagemaker\n"
+        "logging.getLogger('trainer.loop').info('a step line after vLLM')\n"
+        "logging.getLogger('trainer.loop').warning('a warning after vLLM')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("WSRL_LOG_LEVEL", "LOG_LEVEL")}
+    env.pop("SAGEMAKER_CONTAINER_LOG_LEVEL", None)
+    result = subprocess.run(
+        [str(VLLM_PYTHON), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "INFO trainer.loop: a step line after vLLM" in result.stderr, result.stderr[-3000:]
+    assert "WARNING trainer.loop: a warning after vLLM" in result.stderr

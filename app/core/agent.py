@@ -514,9 +514,10 @@ class Episode:
         error of an invalid step). The page after it becomes current, and so do its
         actions when the step was valid. The history names products as the prompts do."""
         shown = self.shown_action(action) if action else NO_ACTION
-        opened = result_numbers(self.available_actions).values()
-        if valid and action in {f"click[{product}]" for product in opened}:
-            self._visit = len(self.history) + 1
+        if valid and action and action.startswith("click["):
+            clicked = action.removeprefix("click[").removesuffix("]")
+            if clicked in result_numbers(self.available_actions).values():
+                self._visit = len(self.history) + 1
         if observation is not None:
             self.observation = observation
         if valid and available_actions is not None:

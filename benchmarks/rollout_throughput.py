@@ -18,7 +18,9 @@ rollouts and measures:
   (``1 - sum(episode wall) / (C x run wall)``: queue hand-off and start-up);
 - ``ovh%``: the per-episode overhead (queue + env + agent + persistence) as a share of
   the threads' wall time, ``1 - sum(LLM call time) / (C x run wall)``; the ratio to the
-  ideal is about ``1 - ovh%`` when calls take their nominal latency.
+  ideal is about ``1 - ovh%`` when calls take their nominal latency;
+- the hand-off (:func:`handoff_ms`): how long a freed worker thread waits for its next
+  episode, which is most of the idle share.
 
 Then, per episode of the measured batch (the warm-up batch excluded), the CPU by
 component and the work behind it:
@@ -96,7 +98,7 @@ def _admin(url: str) -> str:
 def measure(sessions, ids: list[uuid.UUID], concurrency: int, llm_s: float) -> dict[str, float]:
     with session_scope(sessions) as session:
         rows = session.execute(
-            select(Attempt.id, Attempt.started_at, Attempt.finished_at).where(
+            select(Attempt.id, Attempt.worker, Attempt.started_at, Attempt.finished_at).where(
                 Attempt.rollout_id.in_(ids), Attempt.status == AttemptStatus.SUCCEEDED
             )
         ).all()
@@ -134,6 +136,39 @@ def measure(sessions, ids: list[uuid.UUID], concurrency: int, llm_s: float) -> d
         "other_share": 1 - ((llm_ms or 0) + (env_ms or 0)) / 1000 / busy_s,
         "idle_share": max(0.0, 1 - busy_s / (concurrency * run_s)),
         "overhead_share": 1 - (llm_ms or 0) / 1000 / (concurrency * run_s),
+        **handoff_ms(rows),
+    }
+
+
+def handoff_ms(rows) -> dict[str, float]:
+    """How long a worker process's freed thread waits for its next episode: in each
+    process, the i-th episode to finish is replaced by the (c + i)-th to start, ``c`` being
+    the episodes it runs at once; from the finish transaction's start to the start
+    transaction's (Postgres' ``now()``), median and 90th percentile over the processes'
+    steady windows. It holds the finish's commit, the acknowledgement, the broker's
+    delivery of the next message and the pool's start of it."""
+    gaps: list[float] = []
+    by_worker: dict[str, list] = collections.defaultdict(list)
+    for r in rows:
+        by_worker[r.worker].append(r)
+    for worker_rows in by_worker.values():
+        starts = sorted(r.started_at.timestamp() for r in worker_rows)
+        finishes = sorted(r.finished_at.timestamp() for r in worker_rows)
+        running, peak = 0, 0
+        for _, change in sorted([(t, 1) for t in starts] + [(t, -1) for t in finishes]):
+            running += change
+            peak = max(peak, running)
+        gaps.extend(
+            1000 * (starts[peak + i] - finish)
+            for i, finish in enumerate(finishes)
+            if peak + i < len(starts)
+        )
+    if not gaps:
+        return {"handoff_p50": float("nan"), "handoff_p90": float("nan")}
+    gaps.sort()
+    return {
+        "handoff_p50": gaps[len(gaps) // 2],
+        "handoff_p90": gaps[int(len(gaps) * 0.9)],
     }
 
 
@@ -409,7 +444,7 @@ def main() -> None:
             f"{'idle%':>5} {'ovh%':>5}"
             " | CPU ms/episode: workers, pg, redis, own, env, llm"
         )
-        works = []
+        works, handoffs = [], []
         admin = psycopg.connect(_admin(server_url), autocommit=True)
         started.append(admin)
         print(f"load average at the start: {os.getloadavg()}")
@@ -442,7 +477,13 @@ def main() -> None:
                 flush=True,
             )
             works.append((level, result["work"]))
+            handoffs.append(
+                f"  C={level}: median {result['handoff_p50']:.0f} ms, "
+                f"90th percentile {result['handoff_p90']:.0f} ms"
+            )
         print(f"load average at the end: {os.getloadavg()}")
+        print("hand-off (a finished episode to the next start in its worker process):")
+        print("\n".join(handoffs))
         for level, work in works:
             print(f"work per episode at C={level}:")
             for group, values in work.items():

@@ -1,0 +1,45 @@
+"""The rollout benchmark's hand-off measure (``benchmarks/rollout_throughput.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "rollout_throughput.py"
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("rollout_throughput", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("rollout_throughput", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(worker: str, start_s: float, finish_s: float) -> SimpleNamespace:
+    t0 = datetime(2026, 11, 27, tzinfo=UTC)
+    return SimpleNamespace(
+        worker=worker,
+        started_at=t0 + timedelta(seconds=start_s),
+        finished_at=t0 + timedelta(seconds=finish_s),
+    )
+
+
+def test_the_hand_off_pairs_each_finish_with_the_start_that_replaces_it() -> None:
+    """Two threads per process: each finished episode is replaced by the start two
+    places later in its process, whatever the other process does."""
+    rows = [
+        _row("a", 0.0, 1.0),
+        _row("a", 0.0, 1.1),
+        _row("a", 1.02, 2.0),  # replaces the first: 20 ms
+        _row("a", 1.15, 2.2),  # replaces the second: 50 ms
+        _row("b", 0.5, 1.5),
+        _row("b", 3.0, 4.0),  # b runs one at a time: 1.5 s after its first finish
+    ]
+    measured = _benchmark().handoff_ms(rows)
+    assert round(measured["handoff_p50"]) == 50
+    assert round(measured["handoff_p90"]) == 1500

@@ -144,9 +144,10 @@ def handoff_ms(rows) -> dict[str, float]:
     """How long a worker process's freed thread waits for its next episode: in each
     process, the i-th episode to finish is replaced by the (c + i)-th to start, ``c`` being
     the episodes it runs at once; from the finish transaction's start to the start
-    transaction's (Postgres' ``now()``), median and 90th percentile over the processes'
-    steady windows. It holds the finish's commit, the acknowledgement, the broker's
-    delivery of the next message and the pool's start of it."""
+    transaction's (Postgres' ``now()``), median and 90th percentile over every finish
+    that was replaced (the last ``c`` of each process were not). It holds the finish's
+    commit, the acknowledgement, the broker's delivery of the next message and the
+    pool's start of it."""
     gaps: list[float] = []
     by_worker: dict[str, list] = collections.defaultdict(list)
     for r in rows:
@@ -154,10 +155,7 @@ def handoff_ms(rows) -> dict[str, float]:
     for worker_rows in by_worker.values():
         starts = sorted(r.started_at.timestamp() for r in worker_rows)
         finishes = sorted(r.finished_at.timestamp() for r in worker_rows)
-        running, peak = 0, 0
-        for _, change in sorted([(t, 1) for t in starts] + [(t, -1) for t in finishes]):
-            running += change
-            peak = max(peak, running)
+        peak = max(running for _, running in _running(worker_rows))
         gaps.extend(
             1000 * (starts[peak + i] - finish)
             for i, finish in enumerate(finishes)
@@ -176,21 +174,24 @@ def steady_eps(rows, concurrency: int) -> float:
     """Episodes finished per second between the first moment ``concurrency`` episodes run
     at once and the last start (see the module docstring); NaN when there is no such
     window."""
-    events = sorted(
-        [(r.started_at.timestamp(), 1) for r in rows]
-        + [(r.finished_at.timestamp(), -1) for r in rows]
-    )
-    running, full_at = 0, None
-    for at, change in events:
-        running += change
-        if running >= concurrency:
-            full_at = at
-            break
+    full_at = next((at for at, running in _running(rows) if running >= concurrency), None)
     last_start = max(r.started_at.timestamp() for r in rows)
     if full_at is None or last_start <= full_at:
         return float("nan")
     finished = sum(1 for r in rows if full_at < r.finished_at.timestamp() <= last_start)
     return finished / (last_start - full_at)
+
+
+def _running(rows):
+    """``(time, episodes running just after it)`` at every start and finish, in order."""
+    events = sorted(
+        [(r.started_at.timestamp(), 1) for r in rows]
+        + [(r.finished_at.timestamp(), -1) for r in rows]
+    )
+    running = 0
+    for at, change in events:
+        running += change
+        yield at, running
 
 
 PROBE = REPO / "benchmarks" / "probe"

@@ -373,6 +373,13 @@ def parse_action(text: str) -> str | None:
     return None
 
 
+def _clicked(action: str) -> str | None:
+    """The argument of a ``click[...]`` action, else None."""
+    if action.startswith("click["):
+        return action.removeprefix("click[").removesuffix("]")
+    return None
+
+
 def parse_tool_calls(tool_calls: Sequence[dict[str, Any]]) -> str | None:
     """The first tool call that is a well-formed search/click/buy, as an action string."""
     for call in tool_calls:
@@ -495,8 +502,9 @@ class Episode:
         if len(action) > MAX_ACTION_CHARS:
             return None, TOO_LONG_ACTION
         numbers = self._numbers()
-        if numbers and action.startswith("click["):
-            product = numbers.get(action.removeprefix("click[").removesuffix("]"))
+        clicked = _clicked(action)
+        if numbers and clicked is not None:
+            product = numbers.get(clicked)
             if product is not None:
                 return f"click[{product}]", None
         return action, None
@@ -514,10 +522,9 @@ class Episode:
         error of an invalid step). The page after it becomes current, and so do its
         actions when the step was valid. The history names products as the prompts do."""
         shown = self.shown_action(action) if action else NO_ACTION
-        if valid and action and action.startswith("click["):
-            clicked = action.removeprefix("click[").removesuffix("]")
-            if clicked in result_numbers(self.available_actions).values():
-                self._visit = len(self.history) + 1
+        clicked = _clicked(action) if valid and action else None
+        if clicked is not None and clicked in result_numbers(self.available_actions).values():
+            self._visit = len(self.history) + 1
         if observation is not None:
             self.observation = observation
         if valid and available_actions is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +14,6 @@ def _benchmark():
     spec = importlib.util.spec_from_file_location("rollout_throughput", BENCHMARK)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("rollout_throughput", module)
     spec.loader.exec_module(module)
     return module
 
@@ -43,3 +41,11 @@ def test_the_hand_off_pairs_each_finish_with_the_start_that_replaces_it() -> Non
     measured = _benchmark().handoff_ms(rows)
     assert round(measured["handoff_p50"]) == 50
     assert round(measured["handoff_p90"]) == 1500
+
+
+def test_the_steady_window_opens_once_every_thread_runs() -> None:
+    """Two threads: the window opens at 0.5 s (the second start) and closes at the last
+    start (2.0 s); one episode finished inside it."""
+    rows = [_row("a", 0.0, 1.0), _row("a", 0.5, 2.5), _row("a", 2.0, 3.0)]
+    assert _benchmark().steady_eps(rows, 2) == 1 / 1.5
+    assert _benchmark().steady_eps(rows, 3) != _benchmark().steady_eps(rows, 3)  # NaN

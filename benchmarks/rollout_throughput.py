@@ -31,8 +31,10 @@ component and the work behind it:
   same Redis count too). ``own`` is workers + Postgres + Redis, the data plane's CPU;
 - the SQL statements (by verb), commits and rollbacks the workers issued, the Redis
   commands they sent (by name, BRPOPs and pipelined commands included) and their HTTP
-  requests: counted inside the workers by ``benchmarks/probe/sitecustomize.py``, loaded
-  only by this benchmark (``pg_stat_statements`` needs ``shared_preload_libraries``);
+  requests, and the CPU of each worker thread (the Celery consumer is ``MainThread``, the
+  episodes run in ``ThreadPoolExecutor``): counted inside the workers by
+  ``benchmarks/probe/sitecustomize.py``, loaded only by this benchmark and read only
+  before and after the batch (``pg_stat_statements`` needs ``shared_preload_libraries``);
 - Postgres' side (``pg_stat_database`` of the scratch database, so only this run):
   commits, rows inserted/updated/fetched, and the database's growth in bytes; and Redis'
   server-wide ``commandstats`` calls.
@@ -57,6 +59,7 @@ import argparse
 import collections
 import json
 import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -198,12 +201,13 @@ PROBE = REPO / "benchmarks" / "probe"
 
 
 def _probe_counts(prefix: Path, pids: list[int]) -> collections.Counter[str]:
-    """The counters the workers' probes wrote last (see ``benchmarks/probe``)."""
+    """The counters of the workers' probes now (see ``benchmarks/probe``), summed."""
     total: collections.Counter[str] = collections.Counter()
     for pid in pids:
-        path = Path(f"{prefix}.{pid}.json")
-        if path.exists():
-            total.update(json.loads(path.read_text()))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(10)
+            probe.connect(f"{prefix}.{pid}.sock")
+            total.update(json.loads(b"".join(iter(lambda: probe.recv(65536), b""))))
     return total
 
 
@@ -310,14 +314,12 @@ def run_level(
         # Warm-up: one episode per thread builds each process's clients and pools.
         _run_batch(sessions, celery, settings, goal_ids, concurrency)
         pids = [w.pid for w in workers]
-        time.sleep(0.5)  # the probes' last write covers the warm-up
         counts_before = _probe_counts(probe, pids)
         server_before = _server_snapshot(admin, broker, database)
         before = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
         ids = _run_batch(sessions, celery, settings, goal_ids, concurrency * rounds)
         after = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
         server = _server_delta(server_before, _server_snapshot(admin, broker, database))
-        time.sleep(0.5)
         counts = _probe_counts(probe, pids)
         counts.subtract(counts_before)
         result = measure(sessions, ids, concurrency, llm_s)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,3 +52,33 @@ def test_the_steady_window_opens_once_every_thread_runs() -> None:
     rows = [_row("a", 0.0, 1.0), _row("a", 0.5, 2.5), _row("a", 2.0, 3.0)]
     assert _benchmark().steady_eps(rows, 2) == 1 / 1.5
     assert _benchmark().steady_eps(rows, 3) != _benchmark().steady_eps(rows, 3)  # NaN
+
+
+def test_the_probe_answers_its_counters_when_asked(tmp_path: Path) -> None:
+    """A process started with the probe (as the benchmark starts its workers) counts its
+    Redis commands and its threads' CPU, and gives them only when asked, on its socket."""
+    prefix = tmp_path / "probe"
+    script = (
+        "import sys\n"
+        "from redis.connection import Encoder, PythonRespSerializer\n"
+        "PythonRespSerializer(6000, Encoder('utf-8', 'strict', False).encode).pack('PING')\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    env = {
+        **os.environ,
+        "WSRL_BENCH_PROBE": str(prefix),
+        "PYTHONPATH": os.pathsep.join([str(BENCHMARK.parent / "probe"), *sys.path]),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        assert list(tmp_path.iterdir()) == [Path(f"{prefix}.{process.pid}.sock")]
+        counts = _benchmark()._probe_counts(prefix, [process.pid])
+        assert counts["redis:PING"] == 1
+        assert counts["thread_cpu_us:MainThread"] > 0
+    finally:
+        process.kill()
+        process.wait()

@@ -200,6 +200,14 @@ def _running(rows):
 PROBE = REPO / "benchmarks" / "probe"
 
 
+def probe_env(prefix: Path) -> dict[str, str]:
+    """The variables that load the probe into a process, its socket at ``<prefix>.<pid>.sock``."""
+    return {
+        "WSRL_BENCH_PROBE": str(prefix),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROBE), os.environ.get("PYTHONPATH")])),
+    }
+
+
 def _probe_counts(prefix: Path, pids: list[int]) -> collections.Counter[str]:
     """The counters of the workers' probes now (see ``benchmarks/probe``), summed."""
     total: collections.Counter[str] = collections.Counter()
@@ -292,17 +300,13 @@ def run_level(
 ) -> dict[str, float]:
     threads = max(1, concurrency // processes)
     probe = log_dir / f"probe-{concurrency}"
-    probe_env = {
-        "WSRL_BENCH_PROBE": str(probe),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROBE), os.environ.get("PYTHONPATH")])),
-    }
     workers = [
         celery_worker(
             log_dir,
             settings,
             concurrency=threads,
             name=f"bench{concurrency}-{i}",
-            extra_env=probe_env,
+            extra_env=probe_env(probe),
         )
         for i in range(processes)
     ]

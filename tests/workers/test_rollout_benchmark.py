@@ -1,4 +1,5 @@
-"""The rollout benchmark's hand-off measure (``benchmarks/rollout_throughput.py``)."""
+"""The rollout benchmark's measures (``benchmarks/rollout_throughput.py``): the hand-off,
+the steady window and the workers' probe."""
 
 from __future__ import annotations
 
@@ -65,18 +66,17 @@ def test_the_probe_answers_its_counters_when_asked(tmp_path: Path) -> None:
         "print('ready', flush=True)\n"
         "sys.stdin.read()\n"
     )
-    env = {
-        **os.environ,
-        "WSRL_BENCH_PROBE": str(prefix),
-        "PYTHONPATH": os.pathsep.join([str(BENCHMARK.parent / "probe"), *sys.path]),
-    }
+    benchmark = _benchmark()
     process = subprocess.Popen(
-        [sys.executable, "-c", script], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, "-c", script],
+        env={**os.environ, **benchmark.probe_env(prefix)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     try:
         assert process.stdout is not None and process.stdout.readline() == b"ready\n"
         assert list(tmp_path.iterdir()) == [Path(f"{prefix}.{process.pid}.sock")]
-        counts = _benchmark()._probe_counts(prefix, [process.pid])
+        counts = benchmark._probe_counts(prefix, [process.pid])
         assert counts["redis:PING"] == 1
         assert counts["thread_cpu_us:MainThread"] > 0
     finally:

@@ -7,11 +7,12 @@ episode, the finish, every Postgres and Redis write the worker makes. For each s
 LLM latency in ``--llm-ms`` it prints the thread CPU (``time.thread_time``) and the wall
 time per episode.
 
-Why: the rollout benchmark's CPU figures move by 30 % between runs of one VM, more than
-any change to the task's code left to try. One thread playing in turn repeats within
-about 5 % (2026-11-27), so it can weigh a change of half a millisecond. Playing with an
-LLM that answers at once (``0``) against one that takes 100 ms a call also shows how much
-of the CPU is the work itself and how much the cost of taking it up again after a wait.
+Why: it takes Celery, the worker's other threads and the episodes' contention for the GIL
+out of the figure, and sets the wait between steps. Played with an LLM that answers at
+once (``0``) and with one that takes 100 ms a call, the same work shows how much of a
+worker's CPU is the work itself and how much is taking it up again after a wait
+(docs/benchmarks.md, "The data plane's CPU per episode"). It is no less noisy than the
+rollout benchmark: runs of the same code within half an hour on one VM spread by 20 %.
 
     python benchmarks/episode_cpu.py                       # 200 episodes at 0 and 100 ms
     python benchmarks/episode_cpu.py --llm-ms 0 --episodes 500

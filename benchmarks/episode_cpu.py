@@ -30,18 +30,16 @@ import argparse
 import sys
 import tempfile
 import time
-import uuid
 from contextlib import ExitStack
 from pathlib import Path
 
-import psycopg
 from celery import Celery
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from helpers.databases import scratch_database  # noqa: E402
 from helpers.processes import env_server, scripted_llm, set_llm_fault  # noqa: E402
 
 from app.config import Settings, get_settings  # noqa: E402
@@ -52,23 +50,6 @@ from app.db.models import Goal  # noqa: E402
 from app.db.session import make_engine, make_sessionmaker, session_scope  # noqa: E402
 from workers.rollout import Outcome, execute_rollout  # noqa: E402
 from workers.runtime import WorkerRuntime  # noqa: E402
-
-
-def _admin(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def _scratch_database(stack: ExitStack, server_url: str) -> str:
-    name = f"wsrl_episode_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(_admin(server_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        with psycopg.connect(_admin(server_url), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    stack.callback(drop)
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 def play(runtime: WorkerRuntime, celery: Celery, goal_ids: list[int], count: int) -> float:
@@ -96,7 +77,9 @@ def main(argv: list[str] | None = None) -> None:
 
     base = get_settings()
     with ExitStack() as stack:
-        database_url = args.database_url or _scratch_database(stack, base.resolved_database_url())
+        database_url = args.database_url or stack.enter_context(
+            scratch_database(base.resolved_database_url(), "wsrl_episode")
+        )
         migrate.upgrade(database_url)
         log_dir = Path(tempfile.mkdtemp(prefix="wsrl-episode-"))
         settings = Settings(

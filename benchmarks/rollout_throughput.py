@@ -77,6 +77,7 @@ from sqlalchemy.engine import make_url
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from helpers.databases import admin_url  # noqa: E402
 from helpers.processes import (  # noqa: E402
     celery_worker,
     env_server,
@@ -92,10 +93,6 @@ from app.db import migrate  # noqa: E402
 from app.db.lifecycle import AttemptStatus  # noqa: E402
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step  # noqa: E402
 from app.db.session import make_engine, make_sessionmaker, session_scope  # noqa: E402
-
-
-def _admin(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def measure(sessions, ids: list[uuid.UUID], concurrency: int, llm_s: float) -> dict[str, float]:
@@ -403,7 +400,7 @@ def main() -> None:
     base = get_settings()
     server_url = base.resolved_database_url()
     name = f"wsrl_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(_admin(server_url), autocommit=True) as conn:
+    with psycopg.connect(admin_url(server_url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     database_url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     redis_url = urlsplit(base.resolved_redis_url())._replace(path=f"/{args.redis_db}").geturl()
@@ -452,7 +449,7 @@ def main() -> None:
             " | CPU ms/episode: workers, pg, redis, own, env, llm"
         )
         works, handoffs = [], []
-        admin = psycopg.connect(_admin(server_url), autocommit=True)
+        admin = psycopg.connect(admin_url(server_url), autocommit=True)
         started.append(admin)
         print(f"load average at the start: {os.getloadavg()}")
         for level in [int(x) for x in args.levels.split(",")]:
@@ -504,7 +501,7 @@ def main() -> None:
             else:
                 process.stop()
         broker.delete(*QUEUES)
-        with psycopg.connect(_admin(server_url), autocommit=True) as conn:
+        with psycopg.connect(admin_url(server_url), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

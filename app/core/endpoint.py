@@ -419,7 +419,10 @@ class EndpointResolver:
     fifth of a worker's CPU at 32 concurrent episodes). A record seen in Redis ends the
     window at once, so a version lost from Redis after it was read is restored on the next
     call; one published and lost within the window without a call reading it is restored
-    at most ``recheck_s`` later. With ``follow`` (the workers) the record is read through a
+    at most ``recheck_s`` later. One thread at a time asks Postgres: threads arriving
+    meanwhile use the last "no active version" answer (a worker's threads start their
+    episodes together, and each ran its own transaction), or wait for the one in flight
+    when there is no such answer yet. With ``follow`` (the workers) the record is read through a
     :class:`FollowedRecord` instead of a GET per call. Thread-safe as long as the Redis
     client is (redis-py clients are).
     """
@@ -444,8 +447,10 @@ class EndpointResolver:
         # The last record read and its parse: the record changes rarely, the GET is per call.
         self._last: tuple[bytes | str, PolicyEndpoint] | None = None
         self._recheck_s = recheck_s
-        # Until when (monotonic) Postgres' "no active version" answer is used again.
+        # Until when (monotonic) Postgres' "no active version" answer is used again;
+        # -inf: no such answer holds (none yet, or a record was seen since).
         self._unrecorded_until = float("-inf")
+        self._restoring = threading.Lock()  # one question to Postgres at a time
 
     def close(self) -> None:
         if self._followed is not None:
@@ -469,7 +474,22 @@ class EndpointResolver:
     def _restored(self, redis: Redis) -> PolicyEndpoint | None:
         if self._sessions is None or time.monotonic() < self._unrecorded_until:
             return None
+        waited = not self._restoring.acquire(blocking=False)
+        if waited:
+            if self._unrecorded_until != float("-inf"):
+                return None  # another thread asks; the last answer holds meanwhile
+            self._restoring.acquire()  # no answer to use: wait for the one in flight
         try:
+            return self._restore_once(redis, waited=waited)
+        finally:
+            self._restoring.release()
+
+    def _restore_once(self, redis: Redis, *, waited: bool) -> PolicyEndpoint | None:
+        if time.monotonic() < self._unrecorded_until:
+            return None  # answered "none" while this thread waited
+        try:
+            if waited and (published := self._published(redis)) is not None:
+                return published  # restored (or published) while this thread waited
             with self._sessions() as session:
                 restore_endpoint(session, redis, key=self._key)
             # Read back: another thread may have restored it, or a trainer published anew.

@@ -7,9 +7,11 @@ events), the Redis commands by name (redis-py's command packing, so pipelined co
 and kombu's BRPOPs count too), the HTTP requests (the keep-alive pool of
 :mod:`app.core.http_pool`) and the bytes sent on Python sockets (HTTP and Redis; libpq's
 own socket, Postgres, is not seen), and the CPU time of the threads inside the stages of
-an episode (``cpu_us:<stage>``, inclusive). The benchmark reads the counters before and
-after a batch through the UNIX socket ``<prefix>.<pid>.sock``, with the CPU of each of the
-process's threads. Without ``WSRL_BENCH_PROBE`` the module does nothing.
+an episode (``cpu_us:<stage>``, inclusive) with the wall time spent there
+(``wall_us:<stage>``: where an episode's time goes besides the LLM's answer). The
+benchmark reads the counters before and after a batch through the UNIX socket
+``<prefix>.<pid>.sock``, with the CPU of each of the process's threads. Without
+``WSRL_BENCH_PROBE`` the module does nothing.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def _install(prefix: str) -> None:
 
         setattr(socket.socket, name, counted_send)
 
-    # CPU (this thread's, ``time.thread_time``) spent inside the stages of an episode,
-    # inclusive: a precise split where a sampling profiler mixes waits and work.
+    # CPU (this thread's, ``time.thread_time``) and wall time spent inside the stages of an
+    # episode, inclusive: a precise split where a sampling profiler mixes waits and work.
     import importlib
 
     def timed(module_name: str, attribute: str, label: str) -> None:
@@ -104,10 +106,12 @@ def _install(prefix: str) -> None:
 
         def wrapper(*args, **kwargs):
             started = time.thread_time_ns()
+            began = time.perf_counter_ns()
             try:
                 return original(*args, **kwargs)
             finally:
                 bump(f"cpu_us:{label}", (time.thread_time_ns() - started) // 1000)
+                bump(f"wall_us:{label}", (time.perf_counter_ns() - began) // 1000)
 
         setattr(owner, name, wrapper)
 
@@ -120,6 +124,7 @@ def _install(prefix: str) -> None:
         ("sqlalchemy.orm.session", "Session.commit", "postgres commit"),
         ("sqlalchemy.orm.session", "Session.close", "postgres session close"),
         ("sqlalchemy.pool.base", "_ConnectionFairy._checkout", "postgres checkout (pre-ping)"),
+        ("workers.rollout", "played_protocol", "task/agent protocol"),
         ("workers.rollout", "run_episode", "task/episode"),
         ("workers.llm", "LLMClient.chat", "task/episode/llm call"),
         ("app.core.endpoint", "EndpointResolver.wait_until_serving", "task/episode/llm endpoint"),

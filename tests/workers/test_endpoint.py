@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -161,6 +162,85 @@ def test_resolver_asks_postgres_again_only_after_the_recheck_window(
     expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
     assert resolver.current() == expected
     assert read_endpoint(redis_client, key=key) == expected, "written back to Redis"
+
+
+class _SlowSessions:
+    """Sessions on the test's one connection, used by one thread at a time and held for
+    ``hold_s`` each, so that threads calling together overlap with the first one's
+    question to Postgres; ``opened`` counts the questions."""
+
+    def __init__(self, sessions: sessionmaker[Session], hold_s: float) -> None:
+        self.opened = 0
+        self._sessions = sessions
+        self._hold_s = hold_s
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[Session]:
+        with self._lock:
+            self.opened += 1
+            time.sleep(self._hold_s)
+            with self._sessions() as session:
+                yield session
+
+
+def _together(call, threads: int = 8) -> list:
+    barrier = threading.Barrier(threads)
+    results: list = [None] * threads
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = call()
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    return results
+
+
+def test_threads_calling_during_a_recheck_use_the_last_answer(
+    redis_client: redis.Redis, key: str, make_settings, db_session: Session
+) -> None:
+    """A worker's threads start their episodes together: when the window ends, one of
+    them asks Postgres again and the others keep the last "no active version" answer,
+    instead of each asking."""
+    db_session.execute(
+        update(PolicyVersion)
+        .where(PolicyVersion.status == PolicyVersionStatus.ACTIVE)
+        .values(status=PolicyVersionStatus.RETIRED)
+    )
+    db_session.flush()
+    inner = sessionmaker(bind=db_session.connection(), join_transaction_mode="create_savepoint")
+    sessions = _SlowSessions(inner, hold_s=0.2)
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
+    resolver = EndpointResolver(
+        settings,
+        redis_client,
+        key=key,
+        sessions=sessions,  # type: ignore[arg-type]
+        recheck_s=0.2,
+    )
+    fallback = PolicyEndpoint("http://127.0.0.1:9/v1", "base", 0)
+    assert resolver.current() == fallback
+    time.sleep(0.3)  # the window is over
+    assert _together(resolver.current) == [fallback] * 8
+    assert sessions.opened == 2, "one question to Postgres per window, not one per thread"
+
+
+def test_threads_with_no_answer_yet_wait_for_the_restore_in_flight(
+    redis_client: redis.Redis, key: str, make_settings, recorded: sessionmaker[Session]
+) -> None:
+    """With no answer to use yet, threads arriving during the first question wait for it:
+    every one gets the version restored from Postgres, none the settings' fallback, and
+    Postgres is asked once."""
+    sessions = _SlowSessions(recorded, hold_s=0.2)
+    settings = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="base")
+    resolver = EndpointResolver(settings, redis_client, key=key, sessions=sessions)  # type: ignore[arg-type]
+    expected = PolicyEndpoint("http://127.0.0.1:9/v1", "trained", RECORDED_VERSION)
+    assert _together(resolver.current) == [expected] * 8
+    assert sessions.opened == 1
 
 
 def test_resolver_restores_a_record_lost_right_after_it_was_read(

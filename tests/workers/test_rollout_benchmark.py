@@ -57,12 +57,19 @@ def test_the_steady_window_opens_once_every_thread_runs() -> None:
 
 def test_the_probe_answers_its_counters_when_asked(tmp_path: Path) -> None:
     """A process started with the probe (as the benchmark starts its workers) counts its
-    Redis commands and its threads' CPU, and gives them only when asked, on its socket."""
+    Redis commands, its threads' CPU and the CPU and wall time inside a stage (here one
+    that waits 50 ms), and gives them only when asked, on its socket."""
     prefix = tmp_path / "probe"
     script = (
-        "import sys\n"
+        "import sys, time, types\n"
         "from redis.connection import Encoder, PythonRespSerializer\n"
+        "import workers.rollout\n"
         "PythonRespSerializer(6000, Encoder('utf-8', 'strict', False).encode).pack('PING')\n"
+        "waits = types.SimpleNamespace(current=lambda: time.sleep(0.05) or 1 / 0)\n"
+        "try:\n"
+        "    workers.rollout.played_protocol(types.SimpleNamespace(endpoints=waits))\n"
+        "except ZeroDivisionError:\n"
+        "    pass\n"
         "print('ready', flush=True)\n"
         "sys.stdin.read()\n"
     )
@@ -79,6 +86,8 @@ def test_the_probe_answers_its_counters_when_asked(tmp_path: Path) -> None:
         counts = benchmark._probe_counts(prefix, [process.pid])
         assert counts["redis:PING"] == 1
         assert counts["thread_cpu_us:MainThread"] > 0
+        assert counts["wall_us:task/agent protocol"] >= 50_000
+        assert counts["cpu_us:task/agent protocol"] < 50_000
     finally:
         process.kill()
         process.wait()

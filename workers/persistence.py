@@ -195,25 +195,55 @@ _SUCCEED_ATTEMPT = (
         reward_parts=bindparam("r_parts"),
     )
 )
-_SUCCEED_ROLLOUT_ONLY = (
-    update(_ROLLOUTS)
-    .where(_ROLLOUTS.c.id == bindparam("owner_id"))
-    .values(
-        status=RolloutStatus.SUCCEEDED,
-        reward=bindparam("r_reward"),
-        success=bindparam("r_success"),
-        num_steps=bindparam("r_steps"),
-        reward_parts=bindparam("r_parts"),
-        policy_version_min=bindparam("v_min"),
-        policy_version_max=bindparam("v_max"),
-        finished_at=func.now(),
-        deadline_at=None,
-        last_error=None,
-    )
+_ROLLOUT_SUCCEEDS = update(_ROLLOUTS).values(
+    status=RolloutStatus.SUCCEEDED,
+    reward=bindparam("r_reward"),
+    success=bindparam("r_success"),
+    num_steps=bindparam("r_steps"),
+    reward_parts=bindparam("r_parts"),
+    policy_version_min=bindparam("v_min"),
+    policy_version_max=bindparam("v_max"),
+    finished_at=func.now(),
+    deadline_at=None,
+    last_error=None,
 )
+_SUCCEED_ROLLOUT_ONLY = _ROLLOUT_SUCCEEDS.where(_ROLLOUTS.c.id == bindparam("owner_id"))
 # Attempt and rollout succeed in one statement (a data-modifying CTE). No parameter is
 # named after a column of either table: SQLAlchemy would read it as a SET value.
 _SUCCEED = _SUCCEED_ROLLOUT_ONLY.add_cte(_SUCCEED_ATTEMPT.cte("succeeded_attempt"))
+
+# The same success, guarded: it locks the rollout, and changes anything only while the
+# attempt and its rollout are both ``running`` (the common case: one statement instead of
+# the lock's two and this one). The rollout is locked before the attempt is updated (the
+# attempt's update reads the lock's result), the order every status change takes; rows
+# changed by a transaction that held the lock meanwhile are read again, as ``UPDATE``
+# and ``FOR UPDATE`` do. No row back means nothing changed.
+_RUNNING_OWNER = (
+    select(_ROLLOUTS.c.id)
+    .where(
+        _ROLLOUTS.c.id
+        == select(_ATTEMPTS.c.rollout_id)
+        .where(_ATTEMPTS.c.id == bindparam("attempt_id"))
+        .scalar_subquery(),
+        _ROLLOUTS.c.status == RolloutStatus.RUNNING,
+    )
+    .with_for_update()
+    .cte("running_owner")
+)
+_SUCCEED_RUNNING_ATTEMPT = (
+    _SUCCEED_ATTEMPT.where(
+        _ATTEMPTS.c.status == AttemptStatus.RUNNING,
+        _ATTEMPTS.c.rollout_id.in_(select(_RUNNING_OWNER.c.id)),
+    )
+    .returning(_ATTEMPTS.c.rollout_id)
+    .cte("succeeded_attempt")
+)
+_SUCCEED_IF_RUNNING = (
+    _ROLLOUT_SUCCEEDS.where(_ROLLOUTS.c.id.in_(select(_SUCCEED_RUNNING_ATTEMPT.c.rollout_id)))
+    .returning(_ROLLOUTS.c.id)
+    .add_cte(_RUNNING_OWNER)
+    .add_cte(_SUCCEED_RUNNING_ATTEMPT)
+)
 
 
 def _expire_loaded(session: Session, model: type[Rollout] | type[Attempt], *ids: Any) -> None:
@@ -371,10 +401,24 @@ def finish_attempt(
     built-in agent), else they are read from the attempt's recorded calls (calls through
     the gateway). Core statements, as in :func:`start_attempt`.
     """
+    connection = session.connection()
+    if policy_versions is not None:
+        check_transition("attempt", AttemptStatus.RUNNING, AttemptStatus.SUCCEEDED)
+        check_transition("rollout", RolloutStatus.RUNNING, RolloutStatus.SUCCEEDED)
+        session.flush()  # the caller's pending ORM changes first, as a query would autoflush
+        owner_id = connection.scalar(
+            _SUCCEED_IF_RUNNING,
+            _outcome_params(attempt_id, None, outcome, policy_versions),
+        )
+        if owner_id is not None:
+            _insert_rows(session, attempt_id, rows)
+            _expire_loaded(session, Attempt, attempt_id)
+            _expire_loaded(session, Rollout, owner_id)
+            return True
+        # Not both running: nothing was changed; the checks below say why, as without it.
     attempt, rollout = _lock_attempt_row(session, attempt_id)
     if attempt.status != AttemptStatus.RUNNING:
         return False
-    connection = session.connection()
     if rollout.status in FINAL_ROLLOUT_STATUSES:
         check_transition("attempt", attempt.status, AttemptStatus.FAILED)
         connection.execute(
@@ -399,9 +443,22 @@ def finish_attempt(
                 LlmCall.attempt_id == attempt_id
             )
         ).one()
-    outcome_params = {
+    connection.execute(_SUCCEED, _outcome_params(attempt_id, rollout.id, outcome, (low, high)))
+    _expire_loaded(session, Attempt, attempt_id)
+    _expire_loaded(session, Rollout, rollout.id)
+    return True
+
+
+def _outcome_params(
+    attempt_id: int,
+    owner_id: uuid.UUID | None,
+    outcome: EpisodeOutcome,
+    policy_versions: tuple[int | None, int | None],
+) -> dict[str, Any]:
+    low, high = policy_versions
+    return {
         "attempt_id": attempt_id,
-        "owner_id": rollout.id,
+        "owner_id": owner_id,
         "r_reward": outcome.reward,
         "r_success": is_success(outcome.reward),
         "r_steps": outcome.num_steps,
@@ -409,10 +466,6 @@ def finish_attempt(
         "v_min": low,
         "v_max": high,
     }
-    connection.execute(_SUCCEED, outcome_params)
-    _expire_loaded(session, Attempt, attempt_id)
-    _expire_loaded(session, Rollout, rollout.id)
-    return True
 
 
 def fail_attempt(

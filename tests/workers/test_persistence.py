@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers.factories import make_goal, make_llm_call, make_rollout
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 from sqlalchemy.orm import Session
 
+from app.config import Settings
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, LlmCall, Rollout, Step
+from app.db.session import make_engine, session_scope
 from workers.persistence import (
     AttemptSuperseded,
     EpisodeOutcome,
@@ -173,12 +177,31 @@ def test_finish_attempt_partial_reward_is_not_success(
     assert rollout.success is False
 
 
-def test_finish_of_superseded_attempt_is_refused(db_session: Session, rollout: Rollout) -> None:
+# Both ways of finishing: the built-in agent's (its policy versions given: the guarded
+# one-statement success) and the gateway's (versions read from the recorded calls).
+VERSIONS = pytest.mark.parametrize("versions", [(0, 0), None], ids=["agent", "gateway"])
+
+
+@VERSIONS
+def test_finish_of_superseded_attempt_is_refused(
+    db_session: Session, rollout: Rollout, versions
+) -> None:
     first = _start(db_session, rollout)
     second = _restart(db_session, rollout)
-    assert not finish_attempt(db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1))
+    assert not finish_attempt(
+        db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1), policy_versions=versions
+    )
     assert db_session.scalar(select(func.count()).where(Step.attempt_id == first.attempt_id)) == 0
-    assert finish_attempt(db_session, second.attempt_id, EpisodeOutcome(0.0, 1), PendingRows())
+    assert db_session.scalar(select(Attempt.status).where(Attempt.id == first.attempt_id)) == (
+        AttemptStatus.LOST
+    )
+    assert finish_attempt(
+        db_session,
+        second.attempt_id,
+        EpisodeOutcome(0.0, 1),
+        PendingRows(),
+        policy_versions=versions,
+    )
     succeeded = db_session.scalar(
         select(func.count()).where(
             Attempt.rollout_id == rollout.id, Attempt.status == AttemptStatus.SUCCEEDED
@@ -255,13 +278,17 @@ def test_fail_attempt_not_retryable_fails_at_once(db_session: Session, rollout: 
     assert "not retryable" in rollout.last_error
 
 
+@VERSIONS
 def test_cancelled_rollout_is_not_finished_or_requeued(
-    db_session: Session, rollout: Rollout
+    db_session: Session, rollout: Rollout, versions
 ) -> None:
     first = _start(db_session, rollout)
     rollout.status = RolloutStatus.CANCELLED
     db_session.flush()
-    assert not finish_attempt(db_session, first.attempt_id, EpisodeOutcome(1.0, 1), PendingRows())
+    assert not finish_attempt(
+        db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1), policy_versions=versions
+    )
+    assert db_session.scalar(select(func.count()).where(Step.attempt_id == first.attempt_id)) == 0
     db_session.refresh(rollout)
     assert rollout.status == RolloutStatus.CANCELLED
     attempt = db_session.get(Attempt, first.attempt_id)
@@ -279,6 +306,32 @@ def test_extend_deadlines_caps_at_episode_budget(db_session: Session, rollout: R
     db_session.refresh(rollout)
     remaining = (rollout.deadline_at - datetime.now(UTC)).total_seconds()
     assert 0 < remaining <= 11
+
+
+def test_the_agents_finish_is_one_statement_besides_its_rows(
+    db_session: Session, rollout: Rollout
+) -> None:
+    """The built-in agent's success while its attempt runs: the rollout's lock, both status
+    changes and the outcome in one statement, then one insert per table of rows (each a
+    round trip that an episode's hand-off waits for)."""
+    start = _start(db_session, rollout)
+    statements: list[str] = []
+    connection = db_session.connection()
+
+    def seen(conn, cursor, statement, parameters, context, executemany) -> None:
+        statements.append(statement.split(None, 1)[0])
+
+    event.listen(connection, "before_cursor_execute", seen)
+    try:
+        assert finish_attempt(
+            db_session, start.attempt_id, EpisodeOutcome(1.0, 2), _rows(2), policy_versions=(0, 0)
+        )
+    finally:
+        event.remove(connection, "before_cursor_execute", seen)
+    assert statements == ["WITH", "INSERT", "INSERT"]
+    db_session.refresh(rollout)
+    assert (rollout.status, rollout.reward, rollout.num_steps) == (RolloutStatus.SUCCEEDED, 1.0, 2)
+    assert db_session.scalar(select(func.count()).where(Step.attempt_id == start.attempt_id)) == 2
 
 
 def test_finish_attempt_takes_the_callers_policy_versions(
@@ -357,3 +410,59 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
     assert stored_call.response_text == "\ufffdsearch[\ufffdlamp]"
     assert stored_call.request_messages[0]["content"] == "\ufffdsearch[\ufffdlamp]"
     assert stored_call.response_token_ids == [0]
+
+
+def test_the_agents_finish_waits_for_the_rollouts_lock_and_sees_what_its_holder_did(
+    empty_database_url: str,
+) -> None:
+    """The reconciler holds the rollout's lock, then marks the running attempt lost and
+    queues the rollout again. The agent's finish, sent meanwhile, waits for the lock
+    without taking the attempt's first (else the reconciler's update of the attempt would
+    deadlock with it), then sees the attempt lost: it changes and writes nothing."""
+    engine = make_engine(Settings(_env_file=None, database_url=empty_database_url))
+    try:
+        with session_scope(engine) as session:
+            make_goal(session, GOAL)
+            rollout_id = make_rollout(session, GOAL).id
+            start = _start(session, session.get(Rollout, rollout_id))
+        outcome: list[bool] = []
+        with engine.connect() as reconciler:
+            reconciler.execute(select(Rollout.id).where(Rollout.id == rollout_id).with_for_update())
+
+            def finish() -> None:
+                with session_scope(engine) as session:
+                    outcome.append(
+                        finish_attempt(
+                            session,
+                            start.attempt_id,
+                            EpisodeOutcome(1.0, 1),
+                            _rows(1),
+                            policy_versions=(0, 0),
+                        )
+                    )
+
+            finishing = threading.Thread(target=finish)
+            finishing.start()
+            time.sleep(0.3)  # the finish is waiting for the lock
+            assert not outcome
+            reconciler.execute(
+                update(Attempt)
+                .where(Attempt.id == start.attempt_id)
+                .values(status=AttemptStatus.LOST, error="no worker heartbeat")
+            )
+            reconciler.execute(
+                update(Rollout).where(Rollout.id == rollout_id).values(status=RolloutStatus.QUEUED)
+            )
+            reconciler.commit()
+            finishing.join(timeout=10)
+        assert outcome == [False]
+        with session_scope(engine) as session:
+            assert session.scalar(select(Rollout.status).where(Rollout.id == rollout_id)) == (
+                RolloutStatus.QUEUED
+            )
+            assert session.scalar(select(Attempt.status).where(Attempt.id == start.attempt_id)) == (
+                AttemptStatus.LOST
+            )
+            assert session.scalar(select(func.count()).select_from(Step)) == 0
+    finally:
+        engine.dispose()

@@ -58,12 +58,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import socket
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -318,12 +320,16 @@ def run_level(
         counts_before = _probe_counts(probe, pids)
         server_before = _server_snapshot(admin, broker, database)
         before = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
+        calls_before, llm_s_before = _stand_in_served(services[1].url)
         ids = _run_batch(sessions, celery, settings, goal_ids, concurrency * rounds)
+        calls_after, llm_s_after = _stand_in_served(services[1].url)
         after = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
         server = _server_delta(server_before, _server_snapshot(admin, broker, database))
         counts = _probe_counts(probe, pids)
         counts.subtract(counts_before)
         result = measure(sessions, ids, concurrency, llm_s)
+        calls = calls_after - calls_before
+        result["llm_own_ms"] = 1000 * (llm_s_after - llm_s_before) / calls if calls else math.nan
         n = len(ids)
         for name in before:
             result[f"cpu_{name}_ms"] = 1000 * (after[name] - before[name]) / n
@@ -341,6 +347,15 @@ def run_level(
     finally:
         for worker in workers:
             worker.stop()
+
+
+def _stand_in_served(llm_url: str) -> tuple[int, float]:
+    """The completions the scripted LLM answered so far, and its own seconds on them
+    (arrival to answer, its latency included)."""
+    root = llm_url.removesuffix("/").removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/admin/stats", timeout=10) as answer:
+        stats = json.load(answer)
+    return stats["completions"], stats["completion_s"]
 
 
 def _cpu_groups(workers, services) -> dict[str, list[int]]:
@@ -448,7 +463,7 @@ def main() -> None:
             f"{'idle%':>5} {'ovh%':>5}"
             " | CPU ms/episode: workers, pg, redis, own, env, llm"
         )
-        works, handoffs = [], []
+        works, handoffs, stand_in = [], [], []
         admin = psycopg.connect(admin_url(server_url), autocommit=True)
         started.append(admin)
         print(f"load average at the start: {os.getloadavg()}")
@@ -485,9 +500,12 @@ def main() -> None:
                 f"  C={level}: median {result['handoff_p50']:.0f} ms, "
                 f"90th percentile {result['handoff_p90']:.0f} ms"
             )
+            stand_in.append(f"  C={level}: {result['llm_own_ms']:.2f} ms")
         print(f"load average at the end: {os.getloadavg()}")
         print("hand-off (a finished episode to the next start in its worker process):")
         print("\n".join(handoffs))
+        print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
+        print("\n".join(stand_in))
         for level, work in works:
             print(f"work per episode at C={level}:")
             for group, values in work.items():

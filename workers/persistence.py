@@ -399,7 +399,9 @@ def finish_attempt(
     ``success`` is :func:`app.webshop.success.is_success` of the reward; the policy versions
     seen are ``policy_versions`` when the caller saw every LLM call of the attempt (the
     built-in agent), else they are read from the attempt's recorded calls (calls through
-    the gateway). Core statements, as in :func:`start_attempt`.
+    the gateway). Core statements, as in :func:`start_attempt`. With ``policy_versions``
+    the success is one guarded statement and the rows follow it (decision 0031); when it
+    changes nothing, the lock and the checks below decide, as for the gateway's calls.
     """
     connection = session.connection()
     if policy_versions is not None:

@@ -421,10 +421,10 @@ class EndpointResolver:
     call; one published and lost within the window without a call reading it is restored
     at most ``recheck_s`` later. One thread at a time asks Postgres: threads arriving
     meanwhile use the last "no active version" answer (a worker's threads start their
-    episodes together, and each ran its own transaction), or wait for the one in flight
-    when there is no such answer yet. With ``follow`` (the workers) the record is read through a
-    :class:`FollowedRecord` instead of a GET per call. Thread-safe as long as the Redis
-    client is (redis-py clients are).
+    episodes together, and each ran its own transaction), or wait for the question in
+    flight when there is no such answer yet. With ``follow`` (the workers) the record is
+    read through a :class:`FollowedRecord` instead of a GET per call. Thread-safe as long
+    as the Redis client is (redis-py clients are).
     """
 
     def __init__(

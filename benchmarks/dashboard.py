@@ -18,16 +18,21 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
-import uuid
+from pathlib import Path
 
 import psycopg
 from fastapi.testclient import TestClient
-from sqlalchemy.engine import make_url
 
-from app.api.main import create_app
-from app.config import Settings, get_settings
-from app.db import migrate
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers.databases import admin_url, scratch_database  # noqa: E402
+
+from app.api.main import create_app  # noqa: E402
+from app.config import Settings, get_settings  # noqa: E402
+from app.db import migrate  # noqa: E402
 
 TOKEN = "bench-token"
 EPISODES_WITH_STEPS = 2_000
@@ -136,25 +141,10 @@ FILL = [
 ]
 
 
-def _scratch(server_url: str) -> tuple[str, str]:
-    name = f"wsrl_bench_dashboard_{uuid.uuid4().hex[:8]}"
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name, make_url(server_url).set(database=name).render_as_string(False)
-
-
-def _drop(server_url: str, name: str) -> None:
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def _fill(url: str, rollouts: int) -> float:
     started = time.perf_counter()
     params = {"rollouts": rollouts, "versions": rollouts // 64 + 1, "sample": EPISODES_WITH_STEPS}
-    libpq = make_url(url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(libpq, autocommit=True) as conn:
+    with psycopg.connect(admin_url(url), autocommit=True) as conn:
         for sql in FILL:
             named = sql.replace("%", "%%")
             for key in params:
@@ -189,8 +179,7 @@ def _pages(client: TestClient) -> dict[str, str]:
 
 
 def measure(server_url: str, redis_url: str, rollouts: int, repeat: int) -> None:
-    name, url = _scratch(server_url)
-    try:
+    with scratch_database(server_url, "wsrl_bench_dashboard") as url:
         migrate.upgrade(url)
         fill_s = _fill(url, rollouts)
         settings = Settings(_env_file=None, database_url=url, redis_url=redis_url, api_token=TOKEN)
@@ -208,8 +197,6 @@ def measure(server_url: str, redis_url: str, rollouts: int, repeat: int) -> None
                 times.sort()
                 p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
                 print(f"  {label:40s} p50 {statistics.median(times):7.1f}  p95 {p95:7.1f}")
-    finally:
-        _drop(server_url, name)
 
 
 def main() -> None:

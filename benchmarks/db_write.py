@@ -14,38 +14,29 @@ Targets: >= 5,000 steps/s written; 256 trajectories read in < 1 s.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
-import psycopg
 from sqlalchemy import Engine, create_engine, func, insert, select
-from sqlalchemy.engine import make_url
 
-from app.config import get_settings
-from app.db import migrate
-from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
-from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
-from app.db.session import session_scope
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers.databases import scratch_database  # noqa: E402
+
+from app.config import get_settings  # noqa: E402
+from app.db import migrate  # noqa: E402
+from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus  # noqa: E402
+from app.db.models import Attempt, Goal, LlmCall, Rollout, Step  # noqa: E402
+from app.db.session import session_scope  # noqa: E402
 
 OBSERVATION = (
     "Instruction: [SEP] i need a long lasting blue cotton t-shirt, and price lower than "
     "30.00 dollars [SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > "
 ) + " [SEP] B0TEST1234 [SEP] Some product title with a few words [SEP] $19.99" * 10
-
-
-def _scratch_database(server_url: str) -> tuple[str, str]:
-    name = f"wsrl_bench_{uuid.uuid4().hex[:10]}"
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name, make_url(server_url).set(database=name).render_as_string(False)
-
-
-def _drop_database(server_url: str, name: str) -> None:
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _seed_rollouts(engine: Engine, rollouts: int) -> list[tuple[uuid.UUID, int]]:
@@ -110,8 +101,7 @@ def _read_trajectories(engine: Engine, rollout_ids: list[uuid.UUID]) -> tuple[fl
 
 def run(args: argparse.Namespace) -> None:
     server_url = args.database_url or get_settings().resolved_database_url()
-    name, url = _scratch_database(server_url)
-    try:
+    with scratch_database(server_url, "wsrl_bench") as url:
         migrate.upgrade(url)
         engine = create_engine(url)
         rollouts = max(args.read_rollouts, args.calls // args.calls_per_rollout)
@@ -160,8 +150,6 @@ def run(args: argparse.Namespace) -> None:
             key=lambda r: r[0],
         )
         engine.dispose()
-    finally:
-        _drop_database(server_url, name)
 
     print(f"steps:     {args.steps:>7} rows in {step_s:6.2f} s = {args.steps / step_s:9.0f} rows/s")
     print(

@@ -25,17 +25,16 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from sqlalchemy.engine import make_url
-
-from app.config import get_settings
-from app.db import migrate
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers.databases import admin_url, scratch_database  # noqa: E402
+
+from app.config import get_settings  # noqa: E402
+from app.db import migrate  # noqa: E402
+
 GOALS = 1000
-
-
-def _admin(server_url: str) -> str:
-    return make_url(server_url).set(drivername="postgresql").render_as_string(False)
 
 
 def load(
@@ -122,15 +121,11 @@ def main() -> None:
     args = parser.parse_args()
 
     server_url = args.database_url or get_settings().resolved_database_url()
-    name = f"wsrl_bench_export_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_admin(server_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    database_url = make_url(server_url).set(database=name).render_as_string(False)
-    try:
+    with scratch_database(server_url, "wsrl_bench_export") as database_url:
         migrate.upgrade(database_url)
         started = time.perf_counter()
         load(
-            _admin(database_url),
+            admin_url(database_url),
             args.trajectories,
             args.steps,
             args.prompt_tokens,
@@ -168,9 +163,6 @@ def main() -> None:
                 database_url, ["goals", "--format", "parquet", "--out", str(Path(tmp) / "g.pq")]
             )
             print(f"export goals parquet ({GOALS} goals): {seconds:.1f}s  peak RSS {rss:.0f} MiB")
-    finally:
-        with psycopg.connect(_admin(server_url), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -31,19 +31,21 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 import psutil
-import psycopg
 import redis
 from sqlalchemy import create_engine, func, select
-from sqlalchemy.engine import make_url
-
-from app.config import get_settings
-from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
-from app.db import migrate
-from app.db.lifecycle import RolloutMode, RolloutStatus
-from app.db.models import Attempt, Goal, LlmCall, Rollout
-from app.db.session import session_scope
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from helpers.databases import scratch_database  # noqa: E402
+
+from app.config import get_settings  # noqa: E402
+from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint  # noqa: E402
+from app.db import migrate  # noqa: E402
+from app.db.lifecycle import RolloutMode, RolloutStatus  # noqa: E402
+from app.db.models import Attempt, Goal, LlmCall, Rollout  # noqa: E402
+from app.db.session import session_scope  # noqa: E402
+
 TOKEN = "bench-token"
 BODY = {
     "model": "policy",
@@ -80,20 +82,6 @@ def _start(args: list[str], env: dict[str, str], health: str) -> subprocess.Pope
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"{args[0]} did not start")
-
-
-def _scratch_database(server_url: str) -> tuple[str, str]:
-    name = f"wsrl_bench_{uuid.uuid4().hex[:10]}"
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name, make_url(server_url).set(database=name).render_as_string(False)
-
-
-def _drop_database(server_url: str, name: str) -> None:
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _seed_attempt(database_url: str) -> tuple[uuid.UUID, int]:
@@ -165,58 +153,59 @@ def main() -> None:
     server_url = args.database_url or settings.resolved_database_url()
     redis_base = args.redis_url or settings.resolved_redis_url()
     redis_url = urlsplit(redis_base)._replace(path=f"/{args.redis_db}").geturl()
-    name, database_url = _scratch_database(server_url)
-    procs: list[subprocess.Popen[bytes]] = []
-    store = redis.Redis.from_url(redis_url)
-    try:
-        migrate.upgrade(database_url)
-        rollout_id, attempt_id = _seed_attempt(database_url)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
-        env.update(
-            WSRL_DATABASE_URL=database_url,
-            WSRL_REDIS_URL=redis_url,
-            WSRL_API_TOKEN=TOKEN,
-            WSRL_LOG_LEVEL="WARNING",
-        )
-        llm_port, api_port = _free_port(), _free_port()
-        llm = f"http://127.0.0.1:{llm_port}"
-        api = f"http://127.0.0.1:{api_port}"
-        procs.append(
-            _start(
-                ["scripted-llm", "--policy", "rule", "--port", str(llm_port)], env, f"{llm}/health"
+    with scratch_database(server_url, "wsrl_bench") as database_url:
+        procs: list[subprocess.Popen[bytes]] = []
+        store = redis.Redis.from_url(redis_url)
+        try:
+            migrate.upgrade(database_url)
+            rollout_id, attempt_id = _seed_attempt(database_url)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
+            env.update(
+                WSRL_DATABASE_URL=database_url,
+                WSRL_REDIS_URL=redis_url,
+                WSRL_API_TOKEN=TOKEN,
+                WSRL_LOG_LEVEL="WARNING",
             )
-        )
-        publish_endpoint(store, PolicyEndpoint(f"{llm}/v1", "policy", 1))
-        procs.append(_start(["api", "serve", "--port", str(api_port)], env, f"{api}/health"))
+            llm_port, api_port = _free_port(), _free_port()
+            llm = f"http://127.0.0.1:{llm_port}"
+            api = f"http://127.0.0.1:{api_port}"
+            procs.append(
+                _start(
+                    ["scripted-llm", "--policy", "rule", "--port", str(llm_port)],
+                    env,
+                    f"{llm}/health",
+                )
+            )
+            publish_endpoint(store, PolicyEndpoint(f"{llm}/v1", "policy", 1))
+            procs.append(_start(["api", "serve", "--port", str(api_port)], env, f"{api}/health"))
 
-        direct_url = f"{llm}/v1/chat/completions"
-        gateway_url = f"{api}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1/chat/completions"
-        direct_body = {**BODY, "logprobs": True, "return_token_ids": True}
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        direct, through = [], []
-        api_process = psutil.Process(procs[-1].pid)
-        with httpx.Client(timeout=30) as client:
-            for i in range(args.warmup + args.calls):
-                if i == args.warmup:
-                    cpu_before = sum(api_process.cpu_times()[:2])
-                t0 = time.perf_counter()
-                client.post(direct_url, json=direct_body).raise_for_status()
-                t1 = time.perf_counter()
-                client.post(gateway_url, json=BODY, headers=headers).raise_for_status()
-                t2 = time.perf_counter()
-                if i >= args.warmup:
-                    direct.append((t1 - t0) * 1000)
-                    through.append((t2 - t1) * 1000)
-        api_cpu_ms = 1000 * (sum(api_process.cpu_times()[:2]) - cpu_before) / args.calls
-        recorded = _count_calls(database_url, attempt_id)
-        server_side = _server_overhead(httpx.get(f"{api}/metrics").text)
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(10)
-        withdraw_endpoint(store)
-        store.close()
-        _drop_database(server_url, name)
+            direct_url = f"{llm}/v1/chat/completions"
+            gateway_url = f"{api}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1/chat/completions"
+            direct_body = {**BODY, "logprobs": True, "return_token_ids": True}
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            direct, through = [], []
+            api_process = psutil.Process(procs[-1].pid)
+            with httpx.Client(timeout=30) as client:
+                for i in range(args.warmup + args.calls):
+                    if i == args.warmup:
+                        cpu_before = sum(api_process.cpu_times()[:2])
+                    t0 = time.perf_counter()
+                    client.post(direct_url, json=direct_body).raise_for_status()
+                    t1 = time.perf_counter()
+                    client.post(gateway_url, json=BODY, headers=headers).raise_for_status()
+                    t2 = time.perf_counter()
+                    if i >= args.warmup:
+                        direct.append((t1 - t0) * 1000)
+                        through.append((t2 - t1) * 1000)
+            api_cpu_ms = 1000 * (sum(api_process.cpu_times()[:2]) - cpu_before) / args.calls
+            recorded = _count_calls(database_url, attempt_id)
+            server_side = _server_overhead(httpx.get(f"{api}/metrics").text)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(10)
+            withdraw_endpoint(store)
+            store.close()
 
     d, g = np.array(direct), np.array(through)
     overhead = g - d

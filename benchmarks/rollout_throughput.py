@@ -79,7 +79,7 @@ from sqlalchemy.engine import make_url
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers.databases import admin_url  # noqa: E402
+from helpers.databases import admin_url, scratch_database  # noqa: E402
 from helpers.processes import (  # noqa: E402
     celery_worker,
     env_server,
@@ -414,10 +414,6 @@ def main() -> None:
 
     base = get_settings()
     server_url = base.resolved_database_url()
-    name = f"wsrl_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_url(server_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    database_url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     redis_url = urlsplit(base.resolved_redis_url())._replace(path=f"/{args.redis_db}").geturl()
     broker = redis.Redis.from_url(redis_url)
     if broker.exists(ENDPOINT_KEY):
@@ -426,101 +422,100 @@ def main() -> None:
             "another run uses it; pick a free db with --redis-db"
         )
     broker.delete(*QUEUES)
-    started = []
-    try:
-        migrate.upgrade(database_url)
-        log_dir = Path(tempfile.mkdtemp(prefix="wsrl-bench-"))
-        settings = Settings(
-            _env_file=None,
-            database_url=database_url,
-            redis_url=redis_url,
-            data_dir=base.data_dir,
-            max_steps=args.episode_steps,
-            step_timeout_s=30.0,
-        )
-        env = env_server(log_dir, settings).start()
-        started.append(env)
-        llm = scripted_llm(
-            log_dir,
-            settings,
-            latency_ms=args.llm_ms,
-            policy="oracle-long",
-            steps=args.episode_steps,
-        ).start()
-        started.append(llm)
-        settings = settings.model_copy(update={"env_url": env.url, "llm_base_url": llm.url})
-        engine = make_engine(settings)
-        sessions = make_sessionmaker(engine)
-        with session_scope(sessions) as session, EnvClient(env.url) as client:
-            sync_goals(session, client)
-        with session_scope(sessions) as session:
-            goal_ids = list(session.scalars(select(Goal.id).order_by(Goal.id)))
-        print(f"logs in {log_dir}; LLM latency {args.llm_ms:g} ms; goals {len(goal_ids)}")
-        print(
-            f"{'C':>4} {'procs':>5} {'episodes':>8} {'steps':>5} {'call_ms':>7} {'ep_s':>6} "
-            f"{'eps':>7} "
-            f"{'ideal':>7} {'ratio':>6} {'steady':>6} {'llm%':>5} {'env%':>5} {'other%':>6} "
-            f"{'idle%':>5} {'ovh%':>5}"
-            " | CPU ms/episode: workers, pg, redis, own, env, llm"
-        )
-        works, handoffs, stand_in = [], [], []
-        admin = psycopg.connect(admin_url(server_url), autocommit=True)
-        started.append(admin)
-        print(f"load average at the start: {os.getloadavg()}")
-        for level in [int(x) for x in args.levels.split(",")]:
-            procs = 1 if level < 8 else args.processes
-            result = run_level(
+    with scratch_database(server_url, "wsrl_bench") as database_url:
+        started = []
+        try:
+            migrate.upgrade(database_url)
+            log_dir = Path(tempfile.mkdtemp(prefix="wsrl-bench-"))
+            settings = Settings(
+                _env_file=None,
+                database_url=database_url,
+                redis_url=redis_url,
+                data_dir=base.data_dir,
+                max_steps=args.episode_steps,
+                step_timeout_s=30.0,
+            )
+            env = env_server(log_dir, settings).start()
+            started.append(env)
+            llm = scripted_llm(
                 log_dir,
                 settings,
-                sessions,
-                goal_ids,
-                concurrency=level,
-                processes=procs,
-                rounds=args.rounds,
-                llm_s=args.llm_ms / 1000,
-                services=[env, llm],
-                admin=admin,
-                broker=broker,
-            )
+                latency_ms=args.llm_ms,
+                policy="oracle-long",
+                steps=args.episode_steps,
+            ).start()
+            started.append(llm)
+            settings = settings.model_copy(update={"env_url": env.url, "llm_base_url": llm.url})
+            engine = make_engine(settings)
+            sessions = make_sessionmaker(engine)
+            with session_scope(sessions) as session, EnvClient(env.url) as client:
+                sync_goals(session, client)
+            with session_scope(sessions) as session:
+                goal_ids = list(session.scalars(select(Goal.id).order_by(Goal.id)))
+            print(f"logs in {log_dir}; LLM latency {args.llm_ms:g} ms; goals {len(goal_ids)}")
             print(
-                f"{level:>4} {procs:>5} {result['episodes']:>8} {result['steps']:>5.1f} "
-                f"{result['call_ms']:>7.1f} {result['episode_s']:>6.2f} {result['eps']:>7.2f} "
-                f"{result['ideal']:>7.2f} "
-                f"{result['ratio']:>6.2f} {result['steady']:>6.2f} "
-                f"{100 * result['llm_share']:>5.1f} "
-                f"{100 * result['env_share']:>5.1f} {100 * result['other_share']:>6.1f} "
-                f"{100 * result['idle_share']:>5.1f} {100 * result['overhead_share']:>5.1f} | "
-                f"{result['cpu_workers_ms']:>7.1f} {result['cpu_pg_ms']:>5.1f} "
-                f"{result['cpu_redis_ms']:>5.1f} {result['cpu_own_ms']:>5.1f} "
-                f"{result['cpu_env_ms']:>5.1f} {result['cpu_llm_ms']:>5.1f}",
-                flush=True,
+                f"{'C':>4} {'procs':>5} {'episodes':>8} {'steps':>5} {'call_ms':>7} {'ep_s':>6} "
+                f"{'eps':>7} "
+                f"{'ideal':>7} {'ratio':>6} {'steady':>6} {'llm%':>5} {'env%':>5} {'other%':>6} "
+                f"{'idle%':>5} {'ovh%':>5}"
+                " | CPU ms/episode: workers, pg, redis, own, env, llm"
             )
-            works.append((level, result["work"]))
-            handoffs.append(
-                f"  C={level}: median {result['handoff_p50']:.0f} ms, "
-                f"90th percentile {result['handoff_p90']:.0f} ms"
-            )
-            stand_in.append(f"  C={level}: {result['llm_own_ms']:.2f} ms")
-        print(f"load average at the end: {os.getloadavg()}")
-        print("hand-off (a finished episode to the next start in its worker process):")
-        print("\n".join(handoffs))
-        print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
-        print("\n".join(stand_in))
-        for level, work in works:
-            print(f"work per episode at C={level}:")
-            for group, values in work.items():
-                shown = ", ".join(f"{k}={v:.2f}" for k, v in values.items())
-                print(f"  {group}: {shown}")
-        engine.dispose()
-    finally:
-        for process in reversed(started):
-            if isinstance(process, psycopg.Connection):
-                process.close()
-            else:
-                process.stop()
-        broker.delete(*QUEUES)
-        with psycopg.connect(admin_url(server_url), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            works, handoffs, stand_in = [], [], []
+            admin = psycopg.connect(admin_url(server_url), autocommit=True)
+            started.append(admin)
+            print(f"load average at the start: {os.getloadavg()}")
+            for level in [int(x) for x in args.levels.split(",")]:
+                procs = 1 if level < 8 else args.processes
+                result = run_level(
+                    log_dir,
+                    settings,
+                    sessions,
+                    goal_ids,
+                    concurrency=level,
+                    processes=procs,
+                    rounds=args.rounds,
+                    llm_s=args.llm_ms / 1000,
+                    services=[env, llm],
+                    admin=admin,
+                    broker=broker,
+                )
+                print(
+                    f"{level:>4} {procs:>5} {result['episodes']:>8} {result['steps']:>5.1f} "
+                    f"{result['call_ms']:>7.1f} {result['episode_s']:>6.2f} {result['eps']:>7.2f} "
+                    f"{result['ideal']:>7.2f} "
+                    f"{result['ratio']:>6.2f} {result['steady']:>6.2f} "
+                    f"{100 * result['llm_share']:>5.1f} "
+                    f"{100 * result['env_share']:>5.1f} {100 * result['other_share']:>6.1f} "
+                    f"{100 * result['idle_share']:>5.1f} {100 * result['overhead_share']:>5.1f} | "
+                    f"{result['cpu_workers_ms']:>7.1f} {result['cpu_pg_ms']:>5.1f} "
+                    f"{result['cpu_redis_ms']:>5.1f} {result['cpu_own_ms']:>5.1f} "
+                    f"{result['cpu_env_ms']:>5.1f} {result['cpu_llm_ms']:>5.1f}",
+                    flush=True,
+                )
+                works.append((level, result["work"]))
+                handoffs.append(
+                    f"  C={level}: median {result['handoff_p50']:.0f} ms, "
+                    f"90th percentile {result['handoff_p90']:.0f} ms"
+                )
+                stand_in.append(f"  C={level}: {result['llm_own_ms']:.2f} ms")
+            print(f"load average at the end: {os.getloadavg()}")
+            print("hand-off (a finished episode to the next start in its worker process):")
+            print("\n".join(handoffs))
+            print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
+            print("\n".join(stand_in))
+            for level, work in works:
+                print(f"work per episode at C={level}:")
+                for group, values in work.items():
+                    shown = ", ".join(f"{k}={v:.2f}" for k, v in values.items())
+                    print(f"  {group}: {shown}")
+            engine.dispose()
+        finally:
+            for process in reversed(started):
+                if isinstance(process, psycopg.Connection):
+                    process.close()
+                else:
+                    process.stop()
+            broker.delete(*QUEUES)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers.factories import make_goal, make_llm_call, make_rollout
-from sqlalchemy import event, func, select, update
+from sqlalchemy import event, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -412,13 +412,16 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
     assert stored_call.response_token_ids == [0]
 
 
+@pytest.mark.parametrize("holder", ["reconciler", "redelivery"])
 def test_the_agents_finish_waits_for_the_rollouts_lock_and_sees_what_its_holder_did(
-    empty_database_url: str,
+    empty_database_url: str, holder: str
 ) -> None:
-    """The reconciler holds the rollout's lock, then marks the running attempt lost and
-    queues the rollout again. The agent's finish, sent meanwhile, waits for the lock
-    without taking the attempt's first (else the reconciler's update of the attempt would
-    deadlock with it), then sees the attempt lost: it changes and writes nothing."""
+    """The rollout's lock is held by the reconciler, which marks the running attempt lost
+    and queues the rollout again, or by a redelivery, which marks it lost and opens
+    attempt 2 (the rollout stays ``running``). The agent's finish, sent meanwhile, waits
+    for the lock without taking the attempt's first (else the holder's update of the
+    attempt would deadlock with it), then sees the attempt lost: it changes and writes
+    nothing."""
     engine = make_engine(Settings(_env_file=None, database_url=empty_database_url))
     try:
         with session_scope(engine) as session:
@@ -450,16 +453,24 @@ def test_the_agents_finish_waits_for_the_rollouts_lock_and_sees_what_its_holder_
                 .where(Attempt.id == start.attempt_id)
                 .values(status=AttemptStatus.LOST, error="no worker heartbeat")
             )
-            reconciler.execute(
-                update(Rollout).where(Rollout.id == rollout_id).values(status=RolloutStatus.QUEUED)
-            )
+            if holder == "reconciler":
+                after = RolloutStatus.QUEUED
+                reconciler.execute(
+                    update(Rollout).where(Rollout.id == rollout_id).values(status=after)
+                )
+            else:
+                after = RolloutStatus.RUNNING
+                reconciler.execute(
+                    insert(Attempt).values(rollout_id=rollout_id, number=2, worker="w2")
+                )
+                reconciler.execute(
+                    update(Rollout).where(Rollout.id == rollout_id).values(attempts=2, worker="w2")
+                )
             reconciler.commit()
             finishing.join(timeout=10)
         assert outcome == [False]
         with session_scope(engine) as session:
-            assert session.scalar(select(Rollout.status).where(Rollout.id == rollout_id)) == (
-                RolloutStatus.QUEUED
-            )
+            assert session.scalar(select(Rollout.status).where(Rollout.id == rollout_id)) == after
             assert session.scalar(select(Attempt.status).where(Attempt.id == start.attempt_id)) == (
                 AttemptStatus.LOST
             )

@@ -24,6 +24,7 @@ import argparse
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -117,63 +118,59 @@ def main() -> None:
     base = get_settings()
     server_url = args.database_url or base.resolved_database_url()
     redis_url = urlsplit(base.resolved_redis_url())._replace(path=f"/{args.redis_db}").geturl()
-    with scratch_database(server_url, "wsrl_bench_gwext") as database_url:
+    with ExitStack() as stack:
+        database_url = stack.enter_context(scratch_database(server_url, "wsrl_bench_gwext"))
         store = redis.Redis.from_url(redis_url)
-        started = []
+        stack.callback(store.close)
+        stack.callback(withdraw_endpoint, store)
         log_dir = Path(f"/tmp/{make_url(database_url).database}")
         log_dir.mkdir()
-        try:
-            migrate.upgrade(database_url)
-            rollout_id = _seed_attempt(database_url)
-            settings = Settings(
-                _env_file=None, database_url=database_url, redis_url=redis_url, api_token=TOKEN
-            )
-            env = env_server(log_dir, settings).start()
-            started.append(env)
-            llm = scripted_llm(log_dir, settings, policy="oracle").start()
-            started.append(llm)
-            publish_endpoint(store, PolicyEndpoint(str(llm.url), "policy", 1))
-            api = api_server(log_dir, settings).start()
-            started.append(api)
-            agent = example_agent(log_dir).start()
-            started.append(agent)
-            gateway = f"{api.url}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1"
-            goals = httpx.get(f"{env.url}/goals", params={"limit": 1000}).json()["goals"]
-            per_call, direct_ms, gateway_ms, calls_total = [], [], [], 0
-            api_cpu_s, api_calls = 0.0, 0
-            with httpx.Client(timeout=60) as client:
+        migrate.upgrade(database_url)
+        rollout_id = _seed_attempt(database_url)
+        settings = Settings(
+            _env_file=None, database_url=database_url, redis_url=redis_url, api_token=TOKEN
+        )
+        env = env_server(log_dir, settings).start()
+        stack.callback(env.stop)
+        llm = scripted_llm(log_dir, settings, policy="oracle").start()
+        stack.callback(llm.stop)
+        publish_endpoint(store, PolicyEndpoint(str(llm.url), "policy", 1))
+        api = api_server(log_dir, settings).start()
+        stack.callback(api.stop)
+        agent = example_agent(log_dir).start()
+        stack.callback(agent.stop)
+        gateway = f"{api.url}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1"
+        goals = httpx.get(f"{env.url}/goals", params={"limit": 1000}).json()["goals"]
+        per_call, direct_ms, gateway_ms, calls_total = [], [], [], 0
+        api_cpu_s, api_calls = 0.0, 0
+        with httpx.Client(timeout=60) as client:
 
-                def direct(goal: int) -> tuple[float, int]:
-                    return _episode(client, str(env.url), str(agent.url), str(llm.url), goal)
+            def direct(goal: int) -> tuple[float, int]:
+                return _episode(client, str(env.url), str(agent.url), str(llm.url), goal)
 
-                def through(goal: int) -> tuple[float, int, int, float]:
-                    before, cpu_before = _calls(database_url), _cpu_s(api.pid)
-                    elapsed, steps = _episode(client, str(env.url), str(agent.url), gateway, goal)
-                    cpu = _cpu_s(api.pid) - cpu_before
-                    return elapsed, steps, _calls(database_url) - before, cpu
+            def through(goal: int) -> tuple[float, int, int, float]:
+                before, cpu_before = _calls(database_url), _cpu_s(api.pid)
+                elapsed, steps = _episode(client, str(env.url), str(agent.url), gateway, goal)
+                cpu = _cpu_s(api.pid) - cpu_before
+                return elapsed, steps, _calls(database_url) - before, cpu
 
-                for i in range(args.warmup + args.episodes):
-                    goal = goals[i % len(goals)]["id"]
-                    if i % 2:
-                        g, g_steps, calls, cpu = through(goal)
-                        d, d_steps = direct(goal)
-                    else:
-                        d, d_steps = direct(goal)
-                        g, g_steps, calls, cpu = through(goal)
-                    if i < args.warmup:
-                        continue
-                    api_cpu_s, api_calls = api_cpu_s + cpu, api_calls + calls
-                    if calls and d_steps == g_steps:
-                        per_call.append((g - d) / calls)
-                        direct_ms.append(d / calls)
-                        gateway_ms.append(g / calls)
-                        calls_total += calls
-            metrics = httpx.get(f"{api.url}/metrics").text
-        finally:
-            for process in reversed(started):
-                process.stop()
-            withdraw_endpoint(store)
-            store.close()
+            for i in range(args.warmup + args.episodes):
+                goal = goals[i % len(goals)]["id"]
+                if i % 2:
+                    g, g_steps, calls, cpu = through(goal)
+                    d, d_steps = direct(goal)
+                else:
+                    d, d_steps = direct(goal)
+                    g, g_steps, calls, cpu = through(goal)
+                if i < args.warmup:
+                    continue
+                api_cpu_s, api_calls = api_cpu_s + cpu, api_calls + calls
+                if calls and d_steps == g_steps:
+                    per_call.append((g - d) / calls)
+                    direct_ms.append(d / calls)
+                    gateway_ms.append(g / calls)
+                    calls_total += calls
+        metrics = httpx.get(f"{api.url}/metrics").text
 
     overhead = np.array(per_call)
     print(f"episode pairs measured: {len(per_call)} ({calls_total} gateway calls)")

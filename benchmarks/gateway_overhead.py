@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -63,7 +64,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start(args: list[str], env: dict[str, str], health: str) -> subprocess.Popen[bytes]:
+def _start(
+    stack: ExitStack, args: list[str], env: dict[str, str], health: str
+) -> subprocess.Popen[bytes]:
+    """``wsrl <args>`` once ``health`` answers; stopped when ``stack`` closes."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", *args],
         env=env,
@@ -71,6 +75,12 @@ def _start(args: list[str], env: dict[str, str], health: str) -> subprocess.Pope
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+
+    def stop() -> None:
+        proc.terminate()
+        proc.wait(10)
+
+    stack.callback(stop)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -153,59 +163,49 @@ def main() -> None:
     server_url = args.database_url or settings.resolved_database_url()
     redis_base = args.redis_url or settings.resolved_redis_url()
     redis_url = urlsplit(redis_base)._replace(path=f"/{args.redis_db}").geturl()
-    with scratch_database(server_url, "wsrl_bench") as database_url:
-        procs: list[subprocess.Popen[bytes]] = []
+    with ExitStack() as stack:
+        database_url = stack.enter_context(scratch_database(server_url, "wsrl_bench"))
         store = redis.Redis.from_url(redis_url)
-        try:
-            migrate.upgrade(database_url)
-            rollout_id, attempt_id = _seed_attempt(database_url)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
-            env.update(
-                WSRL_DATABASE_URL=database_url,
-                WSRL_REDIS_URL=redis_url,
-                WSRL_API_TOKEN=TOKEN,
-                WSRL_LOG_LEVEL="WARNING",
-            )
-            llm_port, api_port = _free_port(), _free_port()
-            llm = f"http://127.0.0.1:{llm_port}"
-            api = f"http://127.0.0.1:{api_port}"
-            procs.append(
-                _start(
-                    ["scripted-llm", "--policy", "rule", "--port", str(llm_port)],
-                    env,
-                    f"{llm}/health",
-                )
-            )
-            publish_endpoint(store, PolicyEndpoint(f"{llm}/v1", "policy", 1))
-            procs.append(_start(["api", "serve", "--port", str(api_port)], env, f"{api}/health"))
+        stack.callback(store.close)
+        stack.callback(withdraw_endpoint, store)
+        migrate.upgrade(database_url)
+        rollout_id, attempt_id = _seed_attempt(database_url)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
+        env.update(
+            WSRL_DATABASE_URL=database_url,
+            WSRL_REDIS_URL=redis_url,
+            WSRL_API_TOKEN=TOKEN,
+            WSRL_LOG_LEVEL="WARNING",
+        )
+        llm_port, api_port = _free_port(), _free_port()
+        llm = f"http://127.0.0.1:{llm_port}"
+        api = f"http://127.0.0.1:{api_port}"
+        llm_args = ["scripted-llm", "--policy", "rule", "--port", str(llm_port)]
+        _start(stack, llm_args, env, f"{llm}/health")
+        publish_endpoint(store, PolicyEndpoint(f"{llm}/v1", "policy", 1))
+        api_proc = _start(stack, ["api", "serve", "--port", str(api_port)], env, f"{api}/health")
 
-            direct_url = f"{llm}/v1/chat/completions"
-            gateway_url = f"{api}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1/chat/completions"
-            direct_body = {**BODY, "logprobs": True, "return_token_ids": True}
-            headers = {"Authorization": f"Bearer {TOKEN}"}
-            direct, through = [], []
-            api_process = psutil.Process(procs[-1].pid)
-            with httpx.Client(timeout=30) as client:
-                for i in range(args.warmup + args.calls):
-                    if i == args.warmup:
-                        cpu_before = sum(api_process.cpu_times()[:2])
-                    t0 = time.perf_counter()
-                    client.post(direct_url, json=direct_body).raise_for_status()
-                    t1 = time.perf_counter()
-                    client.post(gateway_url, json=BODY, headers=headers).raise_for_status()
-                    t2 = time.perf_counter()
-                    if i >= args.warmup:
-                        direct.append((t1 - t0) * 1000)
-                        through.append((t2 - t1) * 1000)
-            api_cpu_ms = 1000 * (sum(api_process.cpu_times()[:2]) - cpu_before) / args.calls
-            recorded = _count_calls(database_url, attempt_id)
-            server_side = _server_overhead(httpx.get(f"{api}/metrics").text)
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(10)
-            withdraw_endpoint(store)
-            store.close()
+        direct_url = f"{llm}/v1/chat/completions"
+        gateway_url = f"{api}/v1/gateway/rollouts/{rollout_id}/attempts/1/v1/chat/completions"
+        direct_body = {**BODY, "logprobs": True, "return_token_ids": True}
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        direct, through = [], []
+        api_process = psutil.Process(api_proc.pid)
+        with httpx.Client(timeout=30) as client:
+            for i in range(args.warmup + args.calls):
+                if i == args.warmup:
+                    cpu_before = sum(api_process.cpu_times()[:2])
+                t0 = time.perf_counter()
+                client.post(direct_url, json=direct_body).raise_for_status()
+                t1 = time.perf_counter()
+                client.post(gateway_url, json=BODY, headers=headers).raise_for_status()
+                t2 = time.perf_counter()
+                if i >= args.warmup:
+                    direct.append((t1 - t0) * 1000)
+                    through.append((t2 - t1) * 1000)
+        api_cpu_ms = 1000 * (sum(api_process.cpu_times()[:2]) - cpu_before) / args.calls
+        recorded = _count_calls(database_url, attempt_id)
+        server_side = _server_overhead(httpx.get(f"{api}/metrics").text)
 
     d, g = np.array(direct), np.array(through)
     overhead = g - d

@@ -67,6 +67,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -422,100 +423,96 @@ def main() -> None:
             "another run uses it; pick a free db with --redis-db"
         )
     broker.delete(*QUEUES)
-    with scratch_database(server_url, "wsrl_bench") as database_url:
-        started = []
-        try:
-            migrate.upgrade(database_url)
-            log_dir = Path(tempfile.mkdtemp(prefix="wsrl-bench-"))
-            settings = Settings(
-                _env_file=None,
-                database_url=database_url,
-                redis_url=redis_url,
-                data_dir=base.data_dir,
-                max_steps=args.episode_steps,
-                step_timeout_s=30.0,
-            )
-            env = env_server(log_dir, settings).start()
-            started.append(env)
-            llm = scripted_llm(
+    with ExitStack() as stack:
+        database_url = stack.enter_context(scratch_database(server_url, "wsrl_bench"))
+        stack.callback(broker.delete, *QUEUES)
+        migrate.upgrade(database_url)
+        log_dir = Path(tempfile.mkdtemp(prefix="wsrl-bench-"))
+        settings = Settings(
+            _env_file=None,
+            database_url=database_url,
+            redis_url=redis_url,
+            data_dir=base.data_dir,
+            max_steps=args.episode_steps,
+            step_timeout_s=30.0,
+        )
+        env = env_server(log_dir, settings).start()
+        stack.callback(env.stop)
+        llm = scripted_llm(
+            log_dir,
+            settings,
+            latency_ms=args.llm_ms,
+            policy="oracle-long",
+            steps=args.episode_steps,
+        ).start()
+        stack.callback(llm.stop)
+        settings = settings.model_copy(update={"env_url": env.url, "llm_base_url": llm.url})
+        engine = make_engine(settings)
+        stack.callback(engine.dispose)
+        sessions = make_sessionmaker(engine)
+        with session_scope(sessions) as session, EnvClient(env.url) as client:
+            sync_goals(session, client)
+        with session_scope(sessions) as session:
+            goal_ids = list(session.scalars(select(Goal.id).order_by(Goal.id)))
+        print(f"logs in {log_dir}; LLM latency {args.llm_ms:g} ms; goals {len(goal_ids)}")
+        print(
+            f"{'C':>4} {'procs':>5} {'episodes':>8} {'steps':>5} {'call_ms':>7} {'ep_s':>6} "
+            f"{'eps':>7} "
+            f"{'ideal':>7} {'ratio':>6} {'steady':>6} {'llm%':>5} {'env%':>5} {'other%':>6} "
+            f"{'idle%':>5} {'ovh%':>5}"
+            " | CPU ms/episode: workers, pg, redis, own, env, llm"
+        )
+        admin = stack.enter_context(psycopg.connect(admin_url(server_url), autocommit=True))
+        print(f"load average at the start: {os.getloadavg()}")
+        results = []
+        for level in [int(x) for x in args.levels.split(",")]:
+            procs = 1 if level < 8 else args.processes
+            result = run_level(
                 log_dir,
                 settings,
-                latency_ms=args.llm_ms,
-                policy="oracle-long",
-                steps=args.episode_steps,
-            ).start()
-            started.append(llm)
-            settings = settings.model_copy(update={"env_url": env.url, "llm_base_url": llm.url})
-            engine = make_engine(settings)
-            sessions = make_sessionmaker(engine)
-            with session_scope(sessions) as session, EnvClient(env.url) as client:
-                sync_goals(session, client)
-            with session_scope(sessions) as session:
-                goal_ids = list(session.scalars(select(Goal.id).order_by(Goal.id)))
-            print(f"logs in {log_dir}; LLM latency {args.llm_ms:g} ms; goals {len(goal_ids)}")
-            print(
-                f"{'C':>4} {'procs':>5} {'episodes':>8} {'steps':>5} {'call_ms':>7} {'ep_s':>6} "
-                f"{'eps':>7} "
-                f"{'ideal':>7} {'ratio':>6} {'steady':>6} {'llm%':>5} {'env%':>5} {'other%':>6} "
-                f"{'idle%':>5} {'ovh%':>5}"
-                " | CPU ms/episode: workers, pg, redis, own, env, llm"
+                sessions,
+                goal_ids,
+                concurrency=level,
+                processes=procs,
+                rounds=args.rounds,
+                llm_s=args.llm_ms / 1000,
+                services=[env, llm],
+                admin=admin,
+                broker=broker,
             )
-            works, handoffs, stand_in = [], [], []
-            admin = psycopg.connect(admin_url(server_url), autocommit=True)
-            started.append(admin)
-            print(f"load average at the start: {os.getloadavg()}")
-            for level in [int(x) for x in args.levels.split(",")]:
-                procs = 1 if level < 8 else args.processes
-                result = run_level(
-                    log_dir,
-                    settings,
-                    sessions,
-                    goal_ids,
-                    concurrency=level,
-                    processes=procs,
-                    rounds=args.rounds,
-                    llm_s=args.llm_ms / 1000,
-                    services=[env, llm],
-                    admin=admin,
-                    broker=broker,
-                )
-                print(
-                    f"{level:>4} {procs:>5} {result['episodes']:>8} {result['steps']:>5.1f} "
-                    f"{result['call_ms']:>7.1f} {result['episode_s']:>6.2f} {result['eps']:>7.2f} "
-                    f"{result['ideal']:>7.2f} "
-                    f"{result['ratio']:>6.2f} {result['steady']:>6.2f} "
-                    f"{100 * result['llm_share']:>5.1f} "
-                    f"{100 * result['env_share']:>5.1f} {100 * result['other_share']:>6.1f} "
-                    f"{100 * result['idle_share']:>5.1f} {100 * result['overhead_share']:>5.1f} | "
-                    f"{result['cpu_workers_ms']:>7.1f} {result['cpu_pg_ms']:>5.1f} "
-                    f"{result['cpu_redis_ms']:>5.1f} {result['cpu_own_ms']:>5.1f} "
-                    f"{result['cpu_env_ms']:>5.1f} {result['cpu_llm_ms']:>5.1f}",
-                    flush=True,
-                )
-                works.append((level, result["work"]))
-                handoffs.append(
-                    f"  C={level}: median {result['handoff_p50']:.0f} ms, "
-                    f"90th percentile {result['handoff_p90']:.0f} ms"
-                )
-                stand_in.append(f"  C={level}: {result['llm_own_ms']:.2f} ms")
-            print(f"load average at the end: {os.getloadavg()}")
-            print("hand-off (a finished episode to the next start in its worker process):")
-            print("\n".join(handoffs))
-            print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
-            print("\n".join(stand_in))
-            for level, work in works:
-                print(f"work per episode at C={level}:")
-                for group, values in work.items():
-                    shown = ", ".join(f"{k}={v:.2f}" for k, v in values.items())
-                    print(f"  {group}: {shown}")
-            engine.dispose()
-        finally:
-            for process in reversed(started):
-                if isinstance(process, psycopg.Connection):
-                    process.close()
-                else:
-                    process.stop()
-            broker.delete(*QUEUES)
+            print(_row(level, procs, result), flush=True)
+            results.append((level, result))
+        print(f"load average at the end: {os.getloadavg()}")
+        print("hand-off (a finished episode to the next start in its worker process):")
+        for level, result in results:
+            print(
+                f"  C={level}: median {result['handoff_p50']:.0f} ms, "
+                f"90th percentile {result['handoff_p90']:.0f} ms"
+            )
+        print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
+        for level, result in results:
+            print(f"  C={level}: {result['llm_own_ms']:.2f} ms")
+        for level, result in results:
+            print(f"work per episode at C={level}:")
+            for group, values in result["work"].items():
+                shown = ", ".join(f"{k}={v:.2f}" for k, v in values.items())
+                print(f"  {group}: {shown}")
+
+
+def _row(level: int, procs: int, result: dict) -> str:
+    """One level's line of the table."""
+    return (
+        f"{level:>4} {procs:>5} {result['episodes']:>8} {result['steps']:>5.1f} "
+        f"{result['call_ms']:>7.1f} {result['episode_s']:>6.2f} {result['eps']:>7.2f} "
+        f"{result['ideal']:>7.2f} "
+        f"{result['ratio']:>6.2f} {result['steady']:>6.2f} "
+        f"{100 * result['llm_share']:>5.1f} "
+        f"{100 * result['env_share']:>5.1f} {100 * result['other_share']:>6.1f} "
+        f"{100 * result['idle_share']:>5.1f} {100 * result['overhead_share']:>5.1f} | "
+        f"{result['cpu_workers_ms']:>7.1f} {result['cpu_pg_ms']:>5.1f} "
+        f"{result['cpu_redis_ms']:>5.1f} {result['cpu_own_ms']:>5.1f} "
+        f"{result['cpu_env_ms']:>5.1f} {result['cpu_llm_ms']:>5.1f}"
+    )
 
 
 if __name__ == "__main__":

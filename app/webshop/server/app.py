@@ -100,6 +100,7 @@ def create_app(
     app.include_router(native.router)
     app.include_router(agentgym.router)
     app.include_router(agl.router)
+    app.add_middleware(native.StepAhead, service=app.state.service)
     app.add_middleware(LoadTaggerAfterFirstAnswer, tagger=env.nouns)
     app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
     if token:

@@ -69,6 +69,17 @@ def error_response(request: Request, status: int, message: str) -> Response:
     return OrjsonResponse(body, status_code=status)
 
 
+def client_error(exc: Exception) -> tuple[int, str] | None:
+    """The status and message of an error that is the request's, not the server's: a
+    session's state, a reward this server cannot compute as configured (no other tagger
+    stands in: 503). None for anything else."""
+    if isinstance(exc, SessionError):
+        return exc.status, exc.message
+    if isinstance(exc, TaggerUnavailableError):
+        return 503, str(exc)
+    return None
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     """One readable line per problem: ``body.action: String should have at most ...``."""
     parts = []
@@ -85,14 +96,12 @@ def _validation_message(exc: RequestValidationError) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     """Map the store's, FastAPI's and Starlette's errors to ``{"detail": message}``."""
 
-    @app.exception_handler(SessionError)
-    async def _session_error(request: Request, exc: SessionError) -> Response:
-        return error_response(request, exc.status, exc.message)
+    async def _client_error(request: Request, exc: Exception) -> Response:
+        status, message = client_error(exc) or (500, str(exc))
+        return error_response(request, status, message)
 
-    @app.exception_handler(TaggerUnavailableError)
-    async def _no_tagger(request: Request, exc: TaggerUnavailableError) -> Response:
-        # The reward cannot be computed as configured: no other tagger stands in.
-        return error_response(request, 503, str(exc))
+    app.add_exception_handler(SessionError, _client_error)
+    app.add_exception_handler(TaggerUnavailableError, _client_error)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -15,6 +15,7 @@ def test_without_token_session_routes_401_and_probes_stay_open(start_server) -> 
         for method, path, body in (
             ("POST", "/sessions", {}),
             ("GET", "/sessions/abc", None),
+            ("POST", "/sessions/abc/step", {"action": "search[a]"}),
             ("POST", "/agentgym/create", None),
             ("POST", "/agl/reset", {}),
             ("POST", "/agl/step", {"session_id": "x", "action": "search[a]"}),

@@ -189,3 +189,29 @@ def test_session_steps_list_every_step_taken_in_order(client, reference_episode)
     assert [s["action"] for s in steps] == ["click[not a button]", *expected.actions]
     assert steps[0]["valid"] is False and all(s["valid"] for s in steps[1:])
     assert steps[-1]["done"] is True and steps[-1]["reward"] == plain["reward"]
+
+
+def test_a_step_answered_ahead_of_fastapi_is_the_routes_answer(client, reference_episode) -> None:
+    """A JSON step is answered by ``StepAhead``; one sent as another JSON media type,
+    which FastAPI reads as JSON and ``StepAhead`` leaves alone, by the route. The same
+    actions on the same goal give the same bytes either way, errors included."""
+    expected = reference_episode(0)
+    actions = ["click[not a button]", *expected.actions, "search[after the end]"]
+
+    def play(content_type: str) -> list[tuple[int, bytes]]:
+        sid = client.post("/sessions", json={"goal_id": 0}).json()["session_id"]
+        answers = []
+        for target, action in [(sid, a) for a in actions] + [("nope", "search[a]")]:
+            r = client.post(
+                f"/sessions/{target}/step",
+                content=f'{{"action": "{action}"}}'.encode(),
+                headers={"content-type": content_type},
+            )
+            answers.append((r.status_code, r.content))
+        return answers
+
+    ahead = play("application/json")
+    routed = play("application/vnd.webshop+json")
+    assert ahead == routed
+    assert [status for status, _ in ahead] == [200] * len(actions) + [404]
+    assert b'"valid":false' in ahead[0][1]

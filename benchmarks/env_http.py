@@ -8,7 +8,8 @@ GIL with the server), then measures:
    noun tagger ready (``/health``'s ``noun_tagger.state``: spaCy loads in the background;
    ``WSRL_NOUN_TAGGER=rules`` for the rule tagger);
 2. latency: p50 / p99 of ``POST /sessions/{id}/step`` per action type, one keep-alive
-   httpx client, episodes played one after the other;
+   httpx client, episodes played one after the other, and the server process's CPU per
+   request meanwhile (steps, session opening and closing, the pages' actions);
 3. throughput: step requests per second with ``--concurrency`` sessions stepping at once
    (one thread and keep-alive client per session, spread over ``--client-procs``
    processes, each session looping short episodes).
@@ -35,6 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 
 ASIN = re.compile(r"^[a-z0-9]{10}$")
 
@@ -126,13 +128,19 @@ def episode_actions(client: httpx.Client, sid: str, query: str, record) -> None:
     step("buy", "click[buy now]")
 
 
-def measure_latency(url: str, episodes: int) -> dict[str, list[float]]:
+def measure_latency(url: str, episodes: int) -> tuple[dict[str, list[float]], int]:
+    """The seconds of each request by action type, and how many requests were sent."""
     timings: dict[str, list[float]] = defaultdict(list)
+    sent = [0]
 
     def record(kind: str, seconds: float) -> None:
         timings[kind].append(seconds)
 
-    with httpx.Client(base_url=url, timeout=30) as client:
+    def count(request: httpx.Request) -> None:
+        sent[0] += 1
+
+    hooks = {"request": [count]}
+    with httpx.Client(base_url=url, timeout=30, event_hooks=hooks) as client:
         goals = client.get("/goals", params={"limit": 1000}).json()["goals"]
         for i in range(episodes):
             goal = goals[i % len(goals)]
@@ -143,7 +151,7 @@ def measure_latency(url: str, episodes: int) -> dict[str, list[float]]:
             words = goal["instruction"].split(" with ")[0].split()[-6:]
             episode_actions(client, sid, " ".join(words), record)
             client.delete(f"/sessions/{sid}")
-    return timings
+    return timings, sent[0]
 
 
 def _throughput_worker(url: str, sessions: int, offset: int, stride: int, seconds: float):
@@ -228,7 +236,11 @@ def main() -> None:
     print(f"startup_to_tagger_ready_s   {ready:8.2f}   (noun tagger {tagger}, warm cache)")
     url = f"http://127.0.0.1:{port}"
     try:
-        timings = measure_latency(url, args.episodes)
+        server = psutil.Process(proc.pid)
+        before = server.cpu_times()
+        timings, sent = measure_latency(url, args.episodes)
+        after = server.cpu_times()
+        cpu_s = (after.user + after.system) - (before.user + before.system)
         print(f"\n{'action':<10} {'n':>6} {'p50_ms':>8} {'p99_ms':>8} {'mean_ms':>8}")
         every_step: list[float] = []
         for kind, values in sorted(timings.items()):
@@ -242,6 +254,7 @@ def main() -> None:
             f"{'ALL STEPS':<10} {len(every_step):>6} {pct(every_step, 0.5) * 1e3:>8.2f} "
             f"{pct(every_step, 0.99) * 1e3:>8.2f} {statistics.fmean(every_step) * 1e3:>8.2f}"
         )
+        print(f"server CPU per request, one client: {1e6 * cpu_s / sent:.0f} us ({sent} requests)")
         steps, requests = measure_throughput(url, args.concurrency, args.seconds, args.client_procs)
         print(
             f"\nconcurrent sessions={args.concurrency} seconds={args.seconds:g}: "

@@ -108,15 +108,13 @@ _STEP_PATH = re.compile(r"/sessions/([^/]+)/step")
 class StepAhead:
     """Answers a well-formed ``POST /sessions/{id}/step`` ahead of FastAPI's own stack.
 
-    The step is the request of every turn of every native episode; through FastAPI's
-    middleware, routing, dependencies and body validation it cost the server 0.5-0.6 ms
-    of CPU, 1.2-1.5 ms after a wait, where its own work is tens of microseconds (see
-    docs/benchmarks.md). A pure ASGI middleware, innermost of the app's, so the token
-    and the body cap apply as to every route: a body that :class:`StepBody` accepts is
-    stepped and answered here with the route's own function; anything else (another
-    media type, a body the model refuses) goes on, its body replayed, to the route,
-    which words the error as ever. The route stays the API's description and its one
-    definition of a step's answer."""
+    The step is the request of every turn of every native episode; FastAPI's middleware,
+    routing, dependencies and body handling cost the server more than the step itself
+    (decision 0032). A pure ASGI middleware, innermost of the app's, so the token and the
+    body cap apply as to every route: a body that :class:`StepBody` accepts is stepped
+    and answered here with the route's own function; anything else (another media type,
+    a body the model refuses) goes on, its body replayed, to the route, which words the
+    error as ever. The route stays the API's description and the fallback."""
 
     def __init__(self, app: ASGIApp, service: WebShopService) -> None:
         self.app = app

@@ -464,6 +464,7 @@ def main() -> None:
         )
         admin = stack.enter_context(psycopg.connect(admin_url(server_url), autocommit=True))
         print(f"load average at the start: {os.getloadavg()}")
+        cpu_before = psutil.cpu_times()
         results = []
         for level in [int(x) for x in args.levels.split(",")]:
             procs = 1 if level < 8 else args.processes
@@ -483,6 +484,8 @@ def main() -> None:
             print(_row(level, procs, result), flush=True)
             results.append((level, result))
         print(f"load average at the end: {os.getloadavg()}")
+        stolen = steal_share(cpu_before, psutil.cpu_times())
+        print(f"CPU time the VM's host took meanwhile (steal): {stolen:.0%}")
         print("hand-off (a finished episode to the next start in its worker process):")
         for level, result in results:
             print(
@@ -497,6 +500,15 @@ def main() -> None:
             for group, values in result["work"].items():
                 shown = ", ".join(f"{k}={v:.2f}" for k, v in values.items())
                 print(f"  {group}: {shown}")
+
+
+def steal_share(before, after) -> float:
+    """The share of the machine's CPU time between two ``psutil.cpu_times()`` that a
+    hypervisor gave to others (``steal``; 0 where the kernel does not count it): runs of
+    one VM differ most by it."""
+    fields = [f for f in after._fields if not f.startswith("guest")]  # guest is in user too
+    total = sum(getattr(after, f) - getattr(before, f) for f in fields)
+    return (getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0)) / total if total else 0.0
 
 
 def _row(level: int, procs: int, result: dict) -> str:

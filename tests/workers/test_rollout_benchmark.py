@@ -3,6 +3,7 @@ the steady window and the workers' probe."""
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import os
 import subprocess
@@ -53,6 +54,14 @@ def test_the_steady_window_opens_once_every_thread_runs() -> None:
     rows = [_row("a", 0.0, 1.0), _row("a", 0.5, 2.5), _row("a", 2.0, 3.0)]
     assert _benchmark().steady_eps(rows, 2) == 1 / 1.5
     assert _benchmark().steady_eps(rows, 3) != _benchmark().steady_eps(rows, 3)  # NaN
+
+
+def test_the_steal_share_counts_guest_time_once() -> None:
+    """Of 200 ticks (100 user, of which 40 ran a guest, 50 idle, 50 stolen) a quarter
+    was stolen: guest time is inside user time and is not added again."""
+    times = collections.namedtuple("times", "user idle steal guest")
+    share = _benchmark().steal_share(times(0, 0, 0, 0), times(100, 50, 50, 40))
+    assert share == 0.25
 
 
 def test_the_probe_answers_its_counters_when_asked(tmp_path: Path) -> None:

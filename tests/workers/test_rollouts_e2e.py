@@ -32,9 +32,10 @@ from app.core.endpoint import (
     publish_endpoint,
     publish_policy,
 )
-from app.db.lifecycle import AttemptStatus, PolicyVersionStatus
+from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, AttemptStatus, PolicyVersionStatus
 from app.db.models import Attempt, LlmCall, PolicyVersion, Rollout, Step
 from app.db.session import session_scope
+from workers.reconciler import broker_rollout_ids
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +105,21 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _every_message_unacked(stack: RolloutStack, ids: list[uuid.UUID]) -> bool:
+    """Every rollout of ``ids`` still to finish has its message in kombu's unacked index:
+    taken by a worker, and recorded as taken."""
+    with session_scope(stack.sessions) as session:
+        pending = {
+            str(rollout_id)
+            for rollout_id in session.scalars(
+                select(Rollout.id).where(
+                    Rollout.id.in_(ids), Rollout.status.not_in(FINAL_ROLLOUT_STATUSES)
+                )
+            )
+        }
+    return pending <= broker_rollout_ids(stack.redis, queues=())
+
+
 def test_200_rollouts_on_2_workers_x_8_threads_all_complete(stack: RolloutStack) -> None:
     goals = stack.goal_ids + stack.goal_ids[:5]
     ids = stack.enqueue(goal_ids=goals, group_size=10)
@@ -123,8 +139,17 @@ def test_kill_9_worker_mid_episode_is_redelivered_without_duplicate_data(
 ) -> None:
     set_llm_fault(stack.llm, "ok", latency_ms=300)
     victim = stack.workers[0]
-    ids = stack.enqueue(goal_ids=stack.goal_ids[:8], group_size=3)
-    _wait_for(lambda: len(stack.running_attempts(victim)) >= 3, 60, "victim never got work")
+    # No more rollouts than the two workers hold at once (8 threads each, one message a
+    # thread), and the kill once every message is in kombu's unacked index: a message a
+    # worker has popped but not yet recorded there (a few ms after its BRPOP) dies with
+    # it, and only the reconciler sends it again (its own tests), not the redelivery
+    # this test is about.
+    ids = stack.enqueue(goal_ids=stack.goal_ids[:8], group_size=2)
+    _wait_for(
+        lambda: len(stack.running_attempts(victim)) >= 3 and _every_message_unacked(stack, ids),
+        60,
+        "victim never got work, or messages stayed on the queue",
+    )
     killed = stack.running_attempts(victim)
     victim.kill()
     # Visibility 16 s + a 4 s restore scan + the episodes: well under a minute. Before

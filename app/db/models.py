@@ -42,7 +42,7 @@ from app.db.lifecycle import (
     RolloutStart,
     RolloutStatus,
 )
-from app.db.types import Logprobs, TokenIds
+from app.db.types import JsonOrNull, Logprobs, TokenIds
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -108,7 +108,7 @@ class PolicyVersion(Base):
     checkpoint: Mapped[str | None] = mapped_column(Text)
     # The agent protocol it was trained for (app.core.agent.AgentProtocol.to_dict); NULL:
     # its publisher did not say.
-    protocol: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    protocol: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
     status: Mapped[PolicyVersionStatus] = mapped_column(
         _state(PolicyVersionStatus, "status"), server_default=PolicyVersionStatus.SYNCING.value
     )
@@ -176,11 +176,11 @@ class Rollout(Base):
     num_steps: Mapped[int | None] = mapped_column(Integer)
     policy_version_min: Mapped[int | None] = mapped_column(Integer)
     policy_version_max: Mapped[int | None] = mapped_column(Integer, index=True)
-    reward_parts: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    reward_parts: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
     # An external agent (A2A-style URL) plays the episode instead of the built-in agent.
     agent_url: Mapped[str | None] = mapped_column(Text)
     # Sampling parameters for the LLM (temperature, max_tokens, ...), as enqueued.
-    sampling: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    sampling: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
     worker: Mapped[str | None] = mapped_column(Text)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = _now()
@@ -212,7 +212,7 @@ class Attempt(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
     reward: Mapped[float | None] = mapped_column(Float)
-    reward_parts: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    reward_parts: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
 
     rollout: Mapped[Rollout] = relationship(back_populates="attempt_rows", lazy="raise")
     steps: Mapped[list[Step]] = relationship(order_by="Step.index", lazy="raise")
@@ -234,7 +234,7 @@ class Step(Base):
     done: Mapped[bool] = mapped_column(Boolean, server_default="false")
     valid: Mapped[bool] = mapped_column(Boolean, server_default="true")
     latency_ms: Mapped[float | None] = mapped_column(Float)
-    info: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    info: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
 
 
 class LlmCall(Base):
@@ -260,4 +260,4 @@ class LlmCall(Base):
     trainable: Mapped[bool] = mapped_column(Boolean, server_default="true")
     # The request's structured_outputs (e.g. {"regex": ...} from the page's actions): the
     # mask the server decoded under, which the trainer replays. NULL: unconstrained.
-    structured_outputs: Mapped[Any | None] = mapped_column(JSONB)
+    structured_outputs: Mapped[Any | None] = mapped_column(JsonOrNull)

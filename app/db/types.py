@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy.dialects.postgresql import BYTEA
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -78,6 +78,18 @@ class Logprobs(TypeDecorator[list[float]]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> list[float] | None:
         return None if value is None else unpack_float32(value)
+
+
+class JsonOrNull(JSONB):
+    """A nullable ``jsonb`` column whose Python ``None`` is SQL ``NULL``.
+
+    SQLAlchemy's ``JSONB`` writes an explicit ``None`` as the JSON value ``null``, which
+    ``IS NULL`` does not find: a query for the calls decoded without a constraint
+    (``structured_outputs IS NULL``) found none, and one for the constrained found all.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(none_as_null=True)
 
 
 def without_nul(value: Any) -> Any:

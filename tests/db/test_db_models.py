@@ -319,3 +319,32 @@ def test_upgrade_from_0006_keeps_policy_versions_and_downgrade_drops_the_protoco
         assert _schema_diff(url) == []
     finally:
         engine.dispose()
+
+
+def test_upgrade_to_0008_turns_json_null_into_sql_null(make_database: Callable[[], str]) -> None:
+    """Rows written before 0008 hold the JSON value ``null`` where they had no value;
+    the upgrade makes those NULL and leaves real values as they were."""
+    url = make_database()
+    migrate.upgrade(url, "0007")
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO policy_versions (version, model, protocol) VALUES"
+                    " (1, 'p', 'null'::jsonb), (2, 'p', '{\"mode\": \"text\"}'::jsonb)"
+                )
+            )
+        migrate.upgrade(url, "0008")
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT version, protocol IS NULL FROM policy_versions ORDER BY version")
+            ).all()
+            kept = conn.scalar(text("SELECT protocol FROM policy_versions WHERE version = 2"))
+        assert [tuple(r) for r in rows] == [(1, True), (2, False)]
+        assert kept == {"mode": "text"}
+        migrate.downgrade(url, "0007")
+        migrate.upgrade(url)
+        assert _schema_diff(url) == []
+    finally:
+        engine.dispose()

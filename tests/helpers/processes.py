@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,16 +22,11 @@ from typing import Any
 import httpx
 
 from app.config import Settings
+from app.embedded.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_CATALOG = REPO / "tests" / "webshop" / "fixtures" / "catalog"
 WSRL = [sys.executable, "-m", "app.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def child_env(settings: Settings | None = None, **overrides: Any) -> dict[str, str]:

@@ -8,12 +8,17 @@ import os
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def setup_logging(level: int | str | None = None) -> None:
-    """Configure the root logger once; repeated calls only change the level."""
+def setup_logging(level: int | str | None = None, *, replace: bool = False) -> None:
+    """Configure the root logger once; repeated calls only change the level.
+
+    ``replace``: put our handler in place of the root's, for a process in which a library
+    configured the root logger first. verl does at import (its own format, no logger
+    names), and Ray's actors import it before they run our code.
+    """
     resolved = level or os.environ.get("WSRL_LOG_LEVEL", "INFO")
     root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(level=resolved, format=LOG_FORMAT)
+    if replace or not root.handlers:
+        logging.basicConfig(level=resolved, format=LOG_FORMAT, force=True)
     else:
         root.setLevel(resolved)
     # vLLM's API server imports model_hosting_container_standards, which on import sets the

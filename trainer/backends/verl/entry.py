@@ -66,11 +66,12 @@ def _runner_class() -> Any:
     class WebShopTaskRunner(BaseTaskRunner):
         def run(self, config: DictConfig) -> None:
             # A Ray actor is a process of its own: without this, its INFO lines (steps,
-            # publications) are never printed.
+            # publications) are never printed, and verl's import has given the root logger
+            # verl's format (no logger names).
             from app.config import get_settings
             from app.logging import setup_logging
 
-            setup_logging()
+            setup_logging(replace=True)
             _, worker_group_cls = self.add_actor_rollout_worker(config)
             validate_config(
                 config=config,

@@ -40,4 +40,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    pass  # NULL and JSON null both read as None
+    """Nothing to undo: revision 0007's code reads SQL NULL as ``None``, as it read the
+    JSON value ``null``, and its own writes of ``None`` keep writing JSON ``null``."""

@@ -8,6 +8,7 @@ import pkgutil
 import typer
 
 from app import commands
+from app.commands import fail, service_failure
 from app.logging import setup_logging
 
 cli = typer.Typer(
@@ -31,7 +32,13 @@ _register_command_groups()
 
 def main() -> None:
     setup_logging()
-    cli()
+    try:
+        cli()
+    except Exception as exc:
+        message = service_failure(exc)
+        if message is None:
+            raise
+        raise SystemExit(fail(message).exit_code) from None
 
 
 if __name__ == "__main__":

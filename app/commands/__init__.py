@@ -7,10 +7,19 @@ dependencies (torch, transformers, the catalog) inside their commands, so that
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+POSTGRES_FIX = (
+    "start it (make services, or the postgres Compose service), set WSRL_DATABASE_URL, "
+    "then `wsrl db upgrade`"
+)
+REDIS_FIX = "start it (make services, or the redis Compose service), set WSRL_REDIS_URL"
 
 
 def fail(message: object, code: int = 1) -> typer.Exit:
@@ -18,3 +27,46 @@ def fail(message: object, code: int = 1) -> typer.Exit:
     error such as a flag the command cannot honour) for the caller to raise."""
     err_console.print(f"[red]Error:[/red] {message}")
     return typer.Exit(code)
+
+
+def service_failure(exc: BaseException) -> str | None:
+    """What to tell the user when a command stopped because Postgres or Redis could not be
+    reached or the database is not migrated (``Error: ...`` and the fix), else None.
+
+    Only failures to connect and a schema older than the code count: a connection lost
+    in the middle of a command, or any other error, keeps its traceback.
+    """
+    import psycopg.errors
+    from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    for error in _chain(exc):
+        reason = escape(" ".join(str(getattr(error, "orig", error)).split()))
+        if isinstance(error, OperationalError) and reason.startswith("connection failed"):
+            reason = reason.removeprefix("connection failed: ")
+            return f"cannot connect to Postgres: {reason}\n{_fix(POSTGRES_FIX)}"
+        if isinstance(error, ProgrammingError) and isinstance(
+            error.orig, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn
+        ):
+            return (
+                f"the database's schema is older than this wsrl ({reason.split(' LINE ')[0]})\n"
+                + _fix("`wsrl db upgrade`")
+            )
+        if isinstance(error, RedisConnectionError | BrokerError) and " connecting to " in reason:
+            return f"cannot connect to Redis: {reason}\n{_fix(REDIS_FIX)}"
+    return None
+
+
+def _fix(text: str) -> str:
+    return f"[bold]Fix:[/bold] {text}"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, outermost first."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

@@ -100,10 +100,12 @@ def _enqueue(
     """Load the split's goals from the env server, publish the endpoint, queue the rollouts."""
     from redis import Redis
 
+    from app.core.enqueue import reach_broker
     from app.core.env_client import EnvClient
     from app.core.evaluation import enqueue_evaluation, publish_for_evaluation, split_goal_ids
     from app.db.session import session_scope
 
+    reach_broker(celery)
     with session_scope(sessions) as session:
         with EnvClient.from_settings(settings) as env:
             goal_ids = split_goal_ids(session, env, split, limit)

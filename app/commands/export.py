@@ -53,6 +53,8 @@ def goals(
         raise fail(exc) from exc
     except EnvError as exc:
         raise fail(f"no goals in Postgres and {exc} (start it with `wsrl env serve`)") from exc
+    except OSError as exc:
+        raise fail(_cannot_write(out, exc)) from exc
     console.print(f"wrote {written} goals to {out}")
 
 
@@ -86,7 +88,13 @@ def trajectories(
             engine.dispose()
     except (ServicesNotRunningError, ExportDependencyError) as exc:
         raise fail(exc) from exc
+    except OSError as exc:
+        raise fail(_cannot_write(out, exc)) from exc
     console.print(f"wrote {written} trajectories to {out}")
+
+
+def _cannot_write(out: Path, exc: OSError) -> str:
+    return f"cannot write {out}: {exc.strerror or exc}; nothing was written there"
 
 
 def register(cli: typer.Typer) -> None:

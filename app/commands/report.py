@@ -15,10 +15,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from app.commands import fail
 from app.core.intervals import mean_half_width, rate_half_width
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, soft_wrap=True)
 
 
 # Train points are a few dozen episodes each, too noisy to read a trend from alone: they are
@@ -45,9 +45,13 @@ def interval(row: dict[str, Any], key: str) -> float:
     return mean_half_width(float(row.get("reward_std") or 0.0), n)
 
 
-def plot(rows: list[dict[str, Any]], out: Path) -> None:
+def plot(rows: list[dict[str, Any]], out: Path) -> Path:
     """Two panels (mean reward, success rate) against the policy version, one line per
-    kind: ``rows`` by version (train) and evaluation rounds (``mode`` = ``eval``)."""
+    kind: ``rows`` by version (train) and evaluation rounds (``mode`` = ``eval``).
+
+    Returns the file written: ``out``, with ``.png`` added when it has no suffix (the
+    format follows the suffix, as matplotlib's ``savefig`` does).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,9 +88,13 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     for ax in (reward_ax, success_ax):
         ax.grid(alpha=0.3)
         ax.legend()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110)
-    plt.close(figure)
+    path = out if out.suffix else out.with_suffix(".png")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=110)
+    finally:
+        plt.close(figure)
+    return path
 
 
 def report(
@@ -100,8 +108,7 @@ def report(
     try:
         engine = make_engine(get_settings())
     except ServicesNotRunningError as exc:
-        err_console.print(f"[red]Error:[/red] {exc}")
-        raise typer.Exit(1) from exc
+        raise fail(exc) from exc
     try:
         with session_scope(make_sessionmaker(engine)) as session:
             rows = [r for r in performance_rows(session) if r["mode"] != "eval"]
@@ -109,18 +116,20 @@ def report(
     finally:
         engine.dispose()
     if not rows and not rounds:
-        err_console.print(
-            "[red]Error:[/red] no finished rollouts with a policy version yet; run "
+        raise fail(
+            "no finished rollouts with a policy version yet; run "
             "`wsrl dev` (or workers + `wsrl train`) first"
         )
-        raise typer.Exit(1)
-    plot(rows + rounds, out)
+    try:
+        written = plot(rows + rounds, out)
+    except OSError as exc:
+        raise fail(f"cannot write {out}: {exc.strerror or exc}") from exc
     for row in rows + rounds:
         console.print(
             f"{row['mode']:5s} {version_span(row)}: {row['episodes']} episodes, "
             f"reward {float(row['mean_reward']):.3f}, success {float(row['success_rate']):.1%}"
         )
-    console.print(f"wrote {out}")
+    console.print(f"wrote {written}")
 
 
 def register(cli: typer.Typer) -> None:

@@ -77,9 +77,9 @@ def worker(
 def enqueue(
     split: Annotated[str | None, typer.Option(help="Draw goals from this split.")] = None,
     count: Annotated[
-        int | None, typer.Option(help="Goals to draw (default: all of the split).")
+        int | None, typer.Option(min=1, help="Goals to draw (default: all of the split).")
     ] = None,
-    group_size: Annotated[int, typer.Option(help="Rollouts per goal (a GRPO group).")] = 1,
+    group_size: Annotated[int, typer.Option(min=1, help="Rollouts per goal (a GRPO group).")] = 1,
     mode: Annotated[str, typer.Option(help="train or eval.")] = "train",
     start: Annotated[
         str, typer.Option(help="Where the policy starts: search, results or item (an opening).")
@@ -94,7 +94,7 @@ def enqueue(
     ] = None,
 ) -> None:
     """Create rollouts (COUNT goals x GROUP_SIZE samples) and queue their jobs."""
-    from app.core.enqueue import EnqueueError, enqueue_rollouts, sync_goals
+    from app.core.enqueue import EnqueueError, enqueue_rollouts, reach_broker, sync_goals
     from app.core.env_client import EnvClient, EnvError
     from app.db.session import make_engine, make_sessionmaker, session_scope
     from workers.celery_app import get_app
@@ -104,12 +104,15 @@ def enqueue(
         ids = [int(x) for x in goal_ids.split(",")] if goal_ids else None
     except ValueError as exc:
         raise fail(f"--goal-ids must be comma-separated integers: {goal_ids!r}") from exc
+    if ids is None and split is None:
+        raise fail("give --split (train, test or eval) or --goal-ids", code=2)
     try:
         engine = make_engine(settings)
         celery = get_app()
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
     try:
+        reach_broker(celery)
         with session_scope(make_sessionmaker(engine)) as session:
             with EnvClient.from_settings(settings) as env:
                 added = sync_goals(session, env)

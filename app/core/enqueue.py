@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from celery import Celery
 from pydantic import ValidationError
 from sqlalchemy import delete, event, func, select, update
@@ -28,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings, get_settings
 from app.core.celery import ROLLOUT_TASK, queue_for_mode
-from app.core.env_client import EnvClient, EnvError
+from app.core.env_client import EnvClient
 from app.core.llm import SAMPLING_FIELDS, SamplingOverrides
 from app.core.opening import parse_start
 from app.db.lifecycle import GoalSource, RolloutMode, RolloutStart, RolloutStatus
@@ -83,6 +82,15 @@ def send_rollouts(
             )
             sent += 1
     return sent
+
+
+def reach_broker(celery: Celery) -> None:
+    """Connect to the broker now (one retry). A command that queues jobs calls it before
+    it creates their rows: after the commit a failed send is only logged and left to the
+    reconciler, which cannot resend while the broker is down, so an interactive command
+    would wait without a word. Raises kombu's ``OperationalError``."""
+    with celery.connection_for_write() as connection:
+        connection.ensure_connection(max_retries=1)
 
 
 def send_after_commit(
@@ -352,24 +360,15 @@ def sync_goals(session: Session, env_client: EnvClient, *, split: str | None = N
     known = set(session.scalars(select(Goal.id)))
     added = 0
     offset = 0
-    with httpx.Client(base_url=env_client.base_url, timeout=30.0) as http:
-        while True:
-            params: dict[str, Any] = {"offset": offset, "limit": GOALS_PAGE}
-            if split is not None:
-                params["split"] = split
-            try:
-                response = http.get("/goals", params=params)
-                response.raise_for_status()
-                page = response.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                raise EnvError(f"cannot read goals from {env_client.base_url}: {exc}") from exc
-            new = [_goal_row(g) for g in page["goals"] if int(g["id"]) not in known]
-            if new:
-                session.execute(insert(Goal).values(new).on_conflict_do_nothing())
-                added += len(new)
-            offset += len(page["goals"])
-            if not page["goals"] or offset >= int(page["total"]):
-                break
+    while True:
+        page = env_client.goals(split=split, offset=offset, limit=GOALS_PAGE)
+        new = [_goal_row(g) for g in page["goals"] if int(g["id"]) not in known]
+        if new:
+            session.execute(insert(Goal).values(new).on_conflict_do_nothing())
+            added += len(new)
+        offset += len(page["goals"])
+        if not page["goals"] or offset >= int(page["total"]):
+            break
     logger.info("synced goals from %s: %d added, %d known", env_client.base_url, added, len(known))
     return added
 

@@ -167,6 +167,14 @@ class EnvClient:
             if exc.status_code not in (404, 410):
                 raise
 
+    def goals(self, *, split: str | None = None, offset: int = 0, limit: int = 1000) -> Any:
+        """A page of the server's goals: ``{"total": n, "goals": [...]}`` (of ``split``, or
+        all); a split the server does not have is an :class:`EnvError` naming its splits."""
+        params = {"offset": str(offset), "limit": str(limit)}
+        if split is not None:
+            params["split"] = split
+        return self._json("GET", "/goals", params=params)
+
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/health")
 

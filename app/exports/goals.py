@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, select
 
 from app.db.models import Goal
-from app.exports.writers import ExportFormat, open_writer
+from app.exports.writers import ExportFormat, writing
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -139,12 +139,9 @@ def export_goals(
     batch_size: int = 1000,
 ) -> int:
     """Write the goals (of ``split``, or all) to ``out``; returns the number written."""
-    writer = open_writer(out, fmt, goal_schema)
     written = 0
-    try:
+    with writing(out, fmt, goal_schema) as writer:
         for batch in iter_goal_records(engine, split=split, batch_size=batch_size):
             writer.write(batch)
             written += len(batch)
-    finally:
-        writer.close()
     return written

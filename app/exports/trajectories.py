@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Engine, Select, select
 
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
-from app.exports.writers import ExportFormat, open_writer
+from app.exports.writers import ExportFormat, writing
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -232,12 +232,9 @@ def export_trajectories(
     batch_size: int = 1000,
 ) -> int:
     """Write the matching trajectories to ``out``; returns the number written."""
-    writer = open_writer(out, fmt, lambda: trajectory_schema(tokens), JSON_COLUMNS)
     written = 0
-    try:
+    with writing(out, fmt, lambda: trajectory_schema(tokens), JSON_COLUMNS) as writer:
         for batch in iter_trajectory_records(engine, filters, tokens=tokens, batch_size=batch_size):
             writer.write(batch)
             written += len(batch)
-    finally:
-        writer.close()
     return written

@@ -7,7 +7,9 @@ parts, goal options) are written as JSON text there; JSON lines keep them as obj
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -81,16 +83,33 @@ def require_pyarrow() -> None:
         ) from exc
 
 
-def open_writer(
+@contextmanager
+def writing(
     path: Path,
     fmt: ExportFormat,
     schema_factory: Any,
     json_columns: Iterable[str] = (),
-) -> RecordWriter:
-    """A writer for ``fmt``; ``schema_factory()`` builds the Parquet schema (pyarrow is only
-    imported for Parquet). The parent folder is created."""
+) -> Iterator[RecordWriter]:
+    """A writer for ``fmt`` into ``path``; ``schema_factory()`` builds the Parquet schema
+    (pyarrow is only imported for Parquet). The parent folder is created.
+
+    The records go to a hidden file beside ``path`` that takes its place only when the
+    block ends without an error: an export that fails (the database lost, the disk full,
+    Ctrl-C) leaves no partial file and an earlier export at ``path`` as it was.
+    """
+    if fmt is ExportFormat.PARQUET:
+        require_pyarrow()
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt is ExportFormat.JSONL:
-        return JsonlWriter(path)
-    require_pyarrow()
-    return ParquetWriter(path, schema_factory(), json_columns)
+    partial = path.with_name(f".{path.name}.partial")
+    writer: RecordWriter = (
+        JsonlWriter(partial)
+        if fmt is ExportFormat.JSONL
+        else ParquetWriter(partial, schema_factory(), json_columns)
+    )
+    try:
+        yield writer
+        writer.close()
+        os.replace(partial, path)
+    finally:
+        writer.close()
+        partial.unlink(missing_ok=True)

@@ -28,8 +28,11 @@ def test_report_rows_by_version_and_mode_and_png(db_session, tmp_path: Path) -> 
     assert float(train[2]["mean_reward"]) == 0.75 and float(train[2]["success_rate"]) == 0.5
     assert [r["episodes"] for r in rows if r["mode"] == "eval"] == [1]
     out = tmp_path / "r" / "report.png"
-    plot(rows, out)
+    assert plot(rows, out) == out
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # matplotlib adds ".png" to a name without a suffix; `wsrl report` said it wrote the name
+    assert plot(rows, tmp_path / "r" / "named") == tmp_path / "r" / "named.png"
+    assert (tmp_path / "r" / "named.png").is_file()
 
 
 def test_evaluation_rounds_are_placed_at_the_version_they_started_on(

@@ -19,6 +19,7 @@ from app.db import migrate
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, session_scope
+from app.embedded.ports import free_port
 from app.exports.goals import export_goals
 from app.exports.trajectories import TrajectoryFilter, export_trajectories
 from app.exports.writers import ExportFormat
@@ -246,3 +247,28 @@ def test_wsrl_export_goals_on_an_empty_database_without_env_is_an_error(
     assert done.returncode == 1
     assert "no goals in Postgres" in done.stderr and "wsrl env serve" in done.stderr
     assert not out.exists()
+
+
+def test_a_failed_export_leaves_the_earlier_file_as_it_was(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path
+) -> None:
+    """The file was opened (emptied) before the first row was read: an export that failed
+    lost the previous one and left an empty file."""
+    out = tmp_path / "traj.jsonl"
+    out.write_text('{"earlier": "export"}\n')
+    closed = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nowhere"
+    done = _wsrl(closed, "export", "trajectories", "--out", str(out))
+    assert done.returncode == 1 and "cannot connect to Postgres" in done.stderr
+    assert out.read_text() == '{"earlier": "export"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["traj.jsonl"]
+
+
+def test_an_export_where_no_file_can_be_written_is_a_clear_error(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path
+) -> None:
+    url, _, _ = export_db
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "goals.parquet"
+    done = _wsrl(url, "export", "goals", "--out", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"cannot write {out}: " in done.stderr

@@ -154,7 +154,10 @@ def test_sync_goals_loads_missing_goals_once(db_session: Session, env_server_url
 
 
 def test_sync_goals_unreachable_env_is_env_error(db_session: Session) -> None:
-    with EnvClient("http://127.0.0.1:9") as env, pytest.raises(EnvError, match="cannot read"):
+    with (
+        EnvClient("http://127.0.0.1:9") as env,
+        pytest.raises(EnvError, match="unreachable: GET /goals"),
+    ):
         sync_goals(db_session, env)
 
 

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.core.enqueue import EnqueueError, ensure_goals
-from app.core.env_client import EnvError
+from app.core.enqueue import EnqueueError, ensure_goals, sync_goals
+from app.core.env_client import EnvClient, EnvError
 from app.db import migrate
 from app.db.models import Goal
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -56,7 +56,10 @@ def test_a_fresh_database_gets_the_env_servers_goals_once(empty_db) -> None:
 def test_no_env_server_and_no_goals_is_a_clear_error(empty_db) -> None:
     settings, sessions = empty_db
     settings = settings.model_copy(update={"env_url": "http://127.0.0.1:9"})
-    with pytest.raises(EnvError, match="cannot read goals"), session_scope(sessions) as session:
+    with (
+        pytest.raises(EnvError, match=r"env server http://127\.0\.0\.1:9 unreachable: GET /goals"),
+        session_scope(sessions) as session,
+    ):
         ensure_goals(session, settings, "test")
 
 
@@ -67,3 +70,15 @@ def test_a_split_the_env_server_lacks_is_a_clear_error(empty_db) -> None:
         session_scope(sessions) as session,
     ):
         ensure_goals(session, settings, "nowhere")
+
+
+def test_a_split_the_env_server_does_not_know_names_its_splits(empty_db) -> None:
+    """``wsrl eval --split nonsense`` printed httpx's 422 with a link to MDN's page on HTTP
+    status codes; the env client's error carries the server's word on what is valid."""
+    settings, sessions = empty_db
+    with (
+        pytest.raises(EnvError, match=r"GET /goals -> 422: .*'test', 'eval' or 'train'"),
+        session_scope(sessions) as session,
+        EnvClient.from_settings(settings) as env,
+    ):
+        sync_goals(session, env, split="nonsense")

@@ -37,7 +37,7 @@ def test_enqueue_with_unreachable_env_is_a_clear_error(test_settings: Settings) 
         test_settings, "enqueue", "--split", "train", "--count", "2", env_url="http://127.0.0.1:9"
     )
     assert result.returncode == 1
-    assert "cannot read goals from http://127.0.0.1:9" in result.stderr
+    assert "env server http://127.0.0.1:9 unreachable: GET /goals" in result.stderr
 
 
 def test_enqueue_bad_goal_ids_is_a_clear_error(test_settings: Settings) -> None:

@@ -1,0 +1,117 @@
+"""What ``wsrl`` says when Postgres or Redis cannot be reached, or the database is not
+migrated: one ``Error:`` line with its fix, exit status 1, no traceback, and nothing
+created (the real CLI in a subprocess; real Postgres, Redis and env server)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.processes import REPO, WSRL, child_env
+from sqlalchemy import create_engine, func, select
+
+from app.config import Settings
+from app.db import migrate
+from app.db.models import Rollout
+from app.embedded.ports import free_port
+from app.webshop.catalog_gen import write_catalog
+from app.webshop.env import WebShopEnv
+from app.webshop.server.app import create_app as create_env_app
+from app.webshop.server.runner import RunningServer, serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    root: Path = tmp_path_factory.mktemp("cli-errors-env")
+    write_catalog(root / "data", 60, seed=0)
+    env = WebShopEnv.load(data_dir=root / "data", goals="synthetic", cache_dir=root / "cache")
+    with serve_in_thread(create_env_app(env)) as running:
+        yield running
+
+
+def _wsrl(settings: Settings, *args: str, **values: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*WSRL, *args],
+        env=child_env(settings.model_copy(update=values)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _closed_port() -> int:
+    return free_port()  # nothing listens there
+
+
+def _assert_one_clear_error(done: subprocess.CompletedProcess[str], *phrases: str) -> None:
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("Error: "), done.stderr
+    for phrase in phrases:
+        assert phrase in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("command", [["status"], ["report"], ["export", "goals", "-o", "x"]])
+def test_postgres_unreachable_is_one_line_with_its_fix(
+    test_settings: Settings, command: list[str], tmp_path: Path
+) -> None:
+    """It was a 60-line traceback ending in psycopg's OperationalError."""
+    port = _closed_port()
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/nowhere"
+    done = _wsrl(test_settings, *command, database_url=url, data_dir=tmp_path)
+    _assert_one_clear_error(
+        done, f'cannot connect to Postgres: connection to server at "127.0.0.1", port {port}',
+        "Fix: start it", "WSRL_DATABASE_URL",
+    )  # fmt: skip
+
+
+def test_redis_unreachable_is_one_line_with_its_fix(test_settings: Settings) -> None:
+    port = _closed_port()
+    done = _wsrl(test_settings, "status", redis_url=f"redis://127.0.0.1:{port}/0")
+    _assert_one_clear_error(
+        done, f"cannot connect to Redis: Error 111 connecting to 127.0.0.1:{port}", "WSRL_REDIS_URL"
+    )
+
+
+def test_a_database_not_migrated_says_to_upgrade(
+    test_settings: Settings, make_database: Callable[[], str]
+) -> None:
+    done = _wsrl(test_settings, "status", database_url=make_database())
+    _assert_one_clear_error(
+        done, "the database's schema is older than this wsrl", "does not exist",
+        "Fix: `wsrl db upgrade`",
+    )  # fmt: skip
+
+
+def test_eval_with_the_broker_down_stops_before_creating_rollouts(
+    test_settings: Settings, make_database: Callable[[], str], env_server: RunningServer
+) -> None:
+    """The rollouts were created, their jobs' send failed (logged, left to the reconciler,
+    which cannot send either while Redis is down), and `wsrl eval` waited without a word
+    until its timeout."""
+    url = make_database()
+    migrate.upgrade(url)
+    port = _closed_port()
+    done = _wsrl(
+        test_settings, "eval", "--limit", "2", "--timeout", "20",
+        database_url=url, redis_url=f"redis://127.0.0.1:{port}/0", env_url=env_server.url,
+    )  # fmt: skip
+    _assert_one_clear_error(done, "cannot connect to Redis", "WSRL_REDIS_URL")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert connection.scalar(select(func.count()).select_from(Rollout)) == 0
+    finally:
+        engine.dispose()
+
+
+def test_enqueue_without_a_split_or_goals_is_a_usage_error(test_settings: Settings) -> None:
+    """It synced the env server's goals, then said "give goal_ids or split" (the API's
+    field names)."""
+    done = _wsrl(test_settings, "enqueue", "--count", "2", env_url="http://127.0.0.1:9")
+    assert done.returncode == 2, done.stderr
+    assert "give --split (train, test or eval) or --goal-ids" in done.stderr

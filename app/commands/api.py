@@ -14,7 +14,7 @@ err_console = Console(stderr=True, soft_wrap=True)
 @api_cli.command("serve")
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
 ) -> None:
     """Serve the API until interrupted; docs at http://HOST:PORT/docs.
 

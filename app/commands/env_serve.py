@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from app.commands import fail
 from app.commands.env import env_cli
 
 logger = logging.getLogger(__name__)
@@ -68,8 +69,12 @@ def serve(
             noun_tagger=settings.noun_tagger,
         )
     except TaggerUnavailableError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise fail(exc) from exc
+    except FileNotFoundError as exc:
+        raise fail(
+            f"{exc}: --data (or WSRL_ENV_DATA) names a folder with the original WebShop's "
+            "data files; without it the generated catalog is served"
+        ) from exc
     logger.info(
         "loaded %d products and %d %s goals from %s in %.2f s; reward noun tagger: %s",
         env.num_products,

@@ -18,7 +18,9 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 def flower(
-    port: Annotated[int | None, typer.Option(help="Port (default: WSRL_FLOWER_PORT).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port (default: WSRL_FLOWER_PORT).")
+    ] = None,
     address: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     basic_auth: Annotated[
         str | None, typer.Option(help="USER:PASSWORD (default: wsrl:$WSRL_API_TOKEN).")

@@ -166,6 +166,10 @@ def eval_command(
     from app.webshop.env import WebShopEnv
     from trainer.bootstrap.build import policy_protocol
 
+    if not (model / "config.json").is_file():
+        raise typer.BadParameter(
+            f"{model} is not a checkpoint folder (no config.json)", param_hint="--model"
+        )
     settings = get_settings()
     env = WebShopEnv.load(
         settings.env_data,

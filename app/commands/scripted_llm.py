@@ -22,7 +22,7 @@ def scripted_llm(
     steps: Annotated[
         int, typer.Option(min=1, help="The step on which oracle-long buys (when it can).")
     ] = 10,
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8001,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     latency_ms: Annotated[float, typer.Option(help="Added to every call.")] = 0.0,
     data: Annotated[Path | None, typer.Option(help="Folder with the original data files.")] = None,

@@ -70,3 +70,24 @@ def test_env_baseline_rule_human_with_limit(runner: CliRunner) -> None:
 def test_env_baseline_bad_arguments(runner: CliRunner, args: list[str], message: str) -> None:
     r = runner.invoke(cli, ["env", "baseline", "--data", str(FIXTURE_CATALOG), *args])
     assert r.exit_code == 2 and message in r.output
+
+
+def test_env_serve_without_the_original_files_is_a_clear_error(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """It was a traceback ending in the loader's FileNotFoundError."""
+    r = runner.invoke(cli, ["env", "serve", "--data", str(tmp_path), "--port", "3999"])
+    assert r.exit_code == 1 and not isinstance(r.exception, FileNotFoundError)
+    assert f"No items_shuffle*.json in {tmp_path}: --data (or WSRL_ENV_DATA)" in r.output
+
+
+@pytest.mark.parametrize(
+    "command", [["api", "serve"], ["scripted-llm"], ["flower"], ["env", "serve"]]
+)
+@pytest.mark.parametrize("port", ["0", "99999"])
+def test_a_port_out_of_range_is_a_usage_error(
+    runner: CliRunner, command: list[str], port: str
+) -> None:
+    """``wsrl api serve --port 99999`` logged "Uvicorn running on http://127.0.0.1:99999"."""
+    r = runner.invoke(cli, [*command, "--port", port])
+    assert r.exit_code == 2 and "Invalid value for '--port'" in r.output

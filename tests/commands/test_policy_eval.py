@@ -89,10 +89,11 @@ def test_more_goals_than_the_test_split_go_on_into_the_eval_split(settings_env) 
     assert {env.goals[g].split for g in ids} == {"test", "eval"}
 
 
-def test_more_goals_than_the_catalog_holds_out_is_a_clear_error(settings_env, tmp_path) -> None:
-    result = runner.invoke(
-        cli, ["policy", "eval", "--model", str(tmp_path / "none"), "--goals", "1501"]
-    )
+def test_more_goals_than_the_catalog_holds_out_is_a_clear_error(
+    settings_env, random_policy: Path
+) -> None:
+    args = ["policy", "eval", "--model", str(random_policy), "--goals", "1501"]
+    result = runner.invoke(cli, args)
     assert result.exit_code == 2
     words = [w for w in result.output.split() if w != "│"]  # the error's box
     assert "1501 goals asked; this catalog holds 1500 held-out goals" in " ".join(words)
@@ -136,3 +137,12 @@ def test_bootstrap_with_its_defaults_copies_the_shipped_policy(
     manifest = json.loads((out / "bootstrap.json").read_text())
     assert manifest["result_refs"] == "numbers"
     assert manifest["config"]["result_choice"] == "random"
+
+
+def test_a_model_folder_without_a_checkpoint_is_a_clear_error(settings_env, tmp_path) -> None:
+    """It loaded the catalog, then transformers took the path for a Hub repository id and
+    raised its OSError."""
+    result = runner.invoke(cli, ["policy", "eval", "--model", str(tmp_path / "none")])
+    assert result.exit_code == 2
+    words = [w for w in result.output.split() if w != "│"]
+    assert f"{tmp_path / 'none'} is not a checkpoint folder (no config.json)" in " ".join(words)

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
+
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "rollout_throughput.py"
 
 
@@ -100,3 +102,10 @@ def test_the_probe_answers_its_counters_when_asked(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+def test_the_round_trip_between_two_processes_is_timed_and_its_child_reaped() -> None:
+    children = {child.pid for child in psutil.Process().children()}
+    value = _benchmark().process_round_trip_us(trips=200)
+    assert 1.0 < value < 50_000.0  # microseconds: a wake-up, not a timeout
+    assert {child.pid for child in psutil.Process().children()} == children

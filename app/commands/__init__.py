@@ -15,12 +15,6 @@ from rich.markup import escape
 
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
-POSTGRES_FIX = (
-    "start it (make services, or the postgres Compose service), set WSRL_DATABASE_URL, "
-    "then `wsrl db upgrade`"
-)
-REDIS_FIX = "start it (make services, or the redis Compose service), set WSRL_REDIS_URL"
-
 
 def fail(message: object, code: int = 1) -> typer.Exit:
     """Print ``Error: message`` on stderr; the exit (status 1, or ``code``: 2 for a usage
@@ -40,6 +34,8 @@ def service_failure(exc: BaseException) -> str | None:
     from kombu.exceptions import OperationalError as BrokerError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from app.core.preflight import POSTGRES_FIX, REDIS_FIX
 
     for error in _chain(exc):
         reason = escape(" ".join(str(getattr(error, "orig", error)).split()))

@@ -20,6 +20,12 @@ from app.core.env_client import EnvClient
 from app.db.models import Goal
 from app.db.session import make_engine
 
+POSTGRES_FIX = (
+    "start it (make services, or the postgres Compose service), set WSRL_DATABASE_URL, "
+    "then `wsrl db upgrade`"
+)
+REDIS_FIX = "start it (make services, or the redis Compose service), set WSRL_REDIS_URL"
+
 
 @dataclass(frozen=True)
 class Check:
@@ -83,13 +89,12 @@ def service_checks(settings: Any, split: str) -> list[Check]:
         check(
             "Postgres",
             postgres,
-            "start it (make services, or the postgres Compose service), set "
-            "WSRL_DATABASE_URL, then `wsrl db upgrade`",
+            POSTGRES_FIX,
         ),
         check(
             "Redis",
             redis,
-            "start it (make services, or the redis Compose service), set WSRL_REDIS_URL",
+            REDIS_FIX,
         ),
         check(
             "env server",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 
 import typer
@@ -38,6 +39,7 @@ def main() -> None:
         message = service_failure(exc)
         if message is None:
             raise
+        logging.getLogger(__name__).debug("the command stopped", exc_info=exc)
         raise SystemExit(fail(message).exit_code) from None
 
 

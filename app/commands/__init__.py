@@ -27,8 +27,9 @@ def service_failure(exc: BaseException) -> str | None:
     """What to tell the user when a command stopped because Postgres or Redis could not be
     reached or the database is not migrated (``Error: ...`` and the fix), else None.
 
-    Only failures to connect and a schema older than the code count: a connection lost
-    in the middle of a command, or any other error, keeps its traceback.
+    Only failures to connect (at the start, or when an outage outlasted a command's
+    retries) and a schema older than the code count; any other error keeps its
+    traceback, and ``WSRL_LOG_LEVEL=DEBUG`` logs this one's.
     """
     import psycopg.errors
     from kombu.exceptions import OperationalError as BrokerError

@@ -33,6 +33,7 @@ def service_failure(exc: BaseException) -> str | None:
     """
     import psycopg.errors
     from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import AuthenticationError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
@@ -50,7 +51,9 @@ def service_failure(exc: BaseException) -> str | None:
                 f"the database's schema is older than this wsrl ({reason.split(' LINE ')[0]})\n"
                 + _fix("`wsrl db upgrade`")
             )
-        if isinstance(error, RedisConnectionError | BrokerError) and " connecting to " in reason:
+        if isinstance(error, AuthenticationError) or (
+            isinstance(error, RedisConnectionError | BrokerError) and " connecting to " in reason
+        ):
             return f"cannot connect to Redis: {reason}\n{_fix(REDIS_FIX)}"
     return None
 

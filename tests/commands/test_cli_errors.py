@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from helpers.processes import REPO, WSRL, child_env
@@ -75,6 +76,15 @@ def test_redis_unreachable_is_one_line_with_its_fix(test_settings: Settings) -> 
     _assert_one_clear_error(
         done, f"cannot connect to Redis: Error 111 connecting to 127.0.0.1:{port}", "WSRL_REDIS_URL"
     )
+
+
+def test_redis_refusing_the_password_is_one_line_with_its_fix(test_settings: Settings) -> None:
+    """The test server has no password: AUTH with one is refused (redis-py's
+    AuthenticationError), as a wrong password would be."""
+    url = urlsplit(test_settings.resolved_redis_url())
+    with_password = url._replace(netloc=f":not-the-password@{url.hostname}:{url.port}").geturl()
+    done = _wsrl(test_settings, "status", redis_url=with_password)
+    _assert_one_clear_error(done, "cannot connect to Redis: AUTH", "WSRL_REDIS_URL")
 
 
 def test_a_database_not_migrated_says_to_upgrade(

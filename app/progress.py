@@ -189,12 +189,17 @@ def format_round(row: dict[str, Any]) -> str:
 
 
 def format_step(step: TrainStep, episodes_per_s: float) -> str:
+    """One train step as a line; a step that updated nothing (every group's rewards equal:
+    no advantage to learn from, ``update/skipped``) says so, as its version stays."""
     m = step.metrics or {}
-    return (
+    line = (
         f"step {step.step:4d}  v{step.policy_version}  reward {m.get('reward/mean', 0.0):.3f}  "
         f"success {m.get('reward/success', 0.0):6.1%}  episodes/s {episodes_per_s:5.2f}  "
         f"step time {m.get('time/step_s', 0.0):.1f}s (wait {m.get('time/wait_s', 0.0):.1f}s)"
     )
+    if m.get("update/skipped"):
+        line += "  no update: every group's rewards were equal"
+    return line
 
 
 class WorkProgress:

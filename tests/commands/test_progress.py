@@ -48,6 +48,22 @@ def test_a_step_is_printed_once_with_its_phase_times(sessions: sessionmaker[Sess
     assert [line.split()[1] for line in progress.new_step_lines()] == ["2", "3"]
 
 
+def test_a_step_without_an_update_says_why_its_version_stayed(
+    sessions: sessionmaker[Session],
+) -> None:
+    """`make dev` printed `step 13  v12 ... step time 0.0s` after `step 12  v12` and left a
+    newcomer to guess why the version stayed."""
+    progress = TrainingProgress(sessions, since=datetime.now(UTC) - timedelta(minutes=1))
+    with session_scope(sessions) as session:
+        metrics = {"reward/mean": 0.5, "time/step_s": 2.0}
+        session.add(TrainStep(step=1, policy_version=1, metrics=metrics))
+        metrics = {"reward/mean": 1.0, "time/step_s": 0.0, "update/skipped": 1.0}
+        session.add(TrainStep(step=2, policy_version=1, metrics=metrics))
+    updated, skipped = progress.new_step_lines()
+    assert "no update" not in updated
+    assert skipped.endswith("no update: every group's rewards were equal")
+
+
 def test_a_held_out_round_is_printed_once_when_all_its_episodes_finished(
     sessions: sessionmaker[Session],
 ) -> None:

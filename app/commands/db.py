@@ -9,7 +9,7 @@ from app.commands import fail
 from app.config import ServicesNotRunningError, get_settings
 
 db_cli = typer.Typer(help="Database schema (Alembic migrations).")
-console = Console()
+console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 

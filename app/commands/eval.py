@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from app.config import Settings
     from app.core.evaluation import Outcome
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def eval_command(

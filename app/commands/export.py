@@ -13,7 +13,7 @@ from app.commands import fail
 from app.exports.writers import ExportFormat
 
 export_cli = typer.Typer(help="Export goals (verl dataset) or trajectories (JSONL / Parquet).")
-console = Console()
+console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="File to write (parents created).")]

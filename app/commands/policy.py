@@ -12,7 +12,7 @@ from rich.console import Console
 from app.db.lifecycle import RolloutStart
 
 policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
-console = Console()
+console = Console(soft_wrap=True)
 
 
 @policy_cli.command("bootstrap")

@@ -11,7 +11,7 @@ from rich.console import Console
 from app.config import Settings, get_settings
 
 services_cli = typer.Typer(help="Embedded PostgreSQL and Redis (daemons under the data dir).")
-console = Console()
+console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 DataDirOption = typer.Option(None, "--data-dir", help="Default: WSRL_DATA_DIR or .wsrl")

@@ -30,7 +30,7 @@ from trainer.config import (
     help_of,
 )
 
-console = Console()
+console = Console(soft_wrap=True)
 
 
 R = defaults(RunConfig)

@@ -12,7 +12,7 @@ from rich.console import Console
 from app.commands import fail
 from app.config import ServicesNotRunningError, get_settings
 
-console = Console()
+console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 

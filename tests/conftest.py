@@ -30,6 +30,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import psycopg
@@ -44,6 +45,9 @@ from app.config import Settings
 from app.db import migrate
 from app.db.session import make_engine
 from app.embedded.ports import process_alive
+
+if TYPE_CHECKING:
+    from app.webshop.server.runner import RunningServer
 
 REDIS_CLAIM_PREFIX = "wsrl:test-db-claim:"
 REDIS_CLAIM_TTL_S = 12 * 3600
@@ -311,6 +315,22 @@ def db_session(db_engine: Engine) -> Iterator[Session]:
     """
     with rollback_session(db_engine) as session:
         yield session
+
+
+@pytest.fixture(scope="session")
+def generated_env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """An env server in a thread of the test process, on a generated 120-product catalog
+    with its synthetic goals (for tests that read goals over HTTP, not play episodes)."""
+    from app.webshop.catalog_gen import write_catalog
+    from app.webshop.env import WebShopEnv
+    from app.webshop.server.app import create_app
+    from app.webshop.server.runner import serve_in_thread
+
+    root = tmp_path_factory.mktemp("generated-env")
+    write_catalog(root / "data", 120, seed=0)
+    env = WebShopEnv.load(data_dir=root / "data", goals="synthetic", cache_dir=root / "cache")
+    with serve_in_thread(create_app(env)) as running:
+        yield running
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,7 +5,7 @@ created (the real CLI in a subprocess; real Postgres, Redis and env server)."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,19 +18,7 @@ from app.config import Settings
 from app.db import migrate
 from app.db.models import Rollout
 from app.embedded.ports import free_port
-from app.webshop.catalog_gen import write_catalog
-from app.webshop.env import WebShopEnv
-from app.webshop.server.app import create_app as create_env_app
-from app.webshop.server.runner import RunningServer, serve_in_thread
-
-
-@pytest.fixture(scope="module")
-def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    root: Path = tmp_path_factory.mktemp("cli-errors-env")
-    write_catalog(root / "data", 60, seed=0)
-    env = WebShopEnv.load(data_dir=root / "data", goals="synthetic", cache_dir=root / "cache")
-    with serve_in_thread(create_env_app(env)) as running:
-        yield running
+from app.webshop.server.runner import RunningServer
 
 
 def _wsrl(settings: Settings, *args: str, **values: Any) -> subprocess.CompletedProcess[str]:
@@ -98,7 +86,7 @@ def test_a_database_not_migrated_says_to_upgrade(
 
 
 def test_eval_with_the_broker_down_stops_before_creating_rollouts(
-    test_settings: Settings, make_database: Callable[[], str], env_server: RunningServer
+    test_settings: Settings, make_database: Callable[[], str], generated_env_server: RunningServer
 ) -> None:
     """The rollouts were created, their jobs' send failed (logged, left to the reconciler,
     which cannot send either while Redis is down), and `wsrl eval` waited without a word
@@ -108,7 +96,7 @@ def test_eval_with_the_broker_down_stops_before_creating_rollouts(
     port = _closed_port()
     done = _wsrl(
         test_settings, "eval", "--limit", "2", "--timeout", "20",
-        database_url=url, redis_url=f"redis://127.0.0.1:{port}/0", env_url=env_server.url,
+        database_url=url, redis_url=f"redis://127.0.0.1:{port}/0", env_url=generated_env_server.url,
     )  # fmt: skip
     _assert_one_clear_error(done, "cannot connect to Redis", "WSRL_REDIS_URL")
     engine = create_engine(url)

@@ -5,7 +5,6 @@ server over HTTP)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -16,29 +15,19 @@ from app.core.env_client import EnvClient, EnvError
 from app.db import migrate
 from app.db.models import Goal
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from app.webshop.catalog_gen import write_catalog
-from app.webshop.env import WebShopEnv
-from app.webshop.server.app import create_app as create_env_app
-from app.webshop.server.runner import RunningServer, serve_in_thread
-
-
-@pytest.fixture(scope="module")
-def env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    root: Path = tmp_path_factory.mktemp("goals-env")
-    write_catalog(root / "data", 120, seed=0)
-    env = WebShopEnv.load(data_dir=root / "data", goals="synthetic", cache_dir=root / "cache")
-    with serve_in_thread(create_env_app(env)) as running:
-        yield running
+from app.webshop.server.runner import RunningServer
 
 
 @pytest.fixture
 def empty_db(
-    make_database: Callable[[], str], test_settings: Settings, env_server: RunningServer
+    make_database: Callable[[], str], test_settings: Settings, generated_env_server: RunningServer
 ) -> Iterator[tuple[Settings, object]]:
-    """A freshly migrated, empty database of this test alone; the env server above."""
+    """A freshly migrated, empty database of this test alone; the env server of the
+    generated catalog (``generated_env_server``)."""
     url = make_database()
     migrate.upgrade(url)
-    settings = test_settings.model_copy(update={"database_url": url, "env_url": env_server.url})
+    env_url = generated_env_server.url
+    settings = test_settings.model_copy(update={"database_url": url, "env_url": env_url})
     engine = make_engine(settings)
     yield settings, make_sessionmaker(engine)
     engine.dispose()

@@ -107,9 +107,10 @@ def writing(
         else ParquetWriter(partial, schema_factory(), json_columns)
     )
     try:
-        yield writer
-        writer.close()
-        os.replace(partial, path)
+        try:
+            yield writer
+        finally:
+            writer.close()
+        os.replace(partial, path)  # only reached when the block ended without an error
     finally:
-        writer.close()
-        partial.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)  # gone already after the replace

@@ -32,10 +32,6 @@ def _wsrl(settings: Settings, *args: str, **values: Any) -> subprocess.Completed
     )
 
 
-def _closed_port() -> int:
-    return free_port()  # nothing listens there
-
-
 def _assert_one_clear_error(done: subprocess.CompletedProcess[str], *phrases: str) -> None:
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
@@ -49,7 +45,7 @@ def test_postgres_unreachable_is_one_line_with_its_fix(
     test_settings: Settings, command: list[str], tmp_path: Path
 ) -> None:
     """It was a 60-line traceback ending in psycopg's OperationalError."""
-    port = _closed_port()
+    port = free_port()  # nothing listens there
     url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/nowhere"
     done = _wsrl(test_settings, *command, database_url=url, data_dir=tmp_path)
     _assert_one_clear_error(
@@ -59,7 +55,7 @@ def test_postgres_unreachable_is_one_line_with_its_fix(
 
 
 def test_redis_unreachable_is_one_line_with_its_fix(test_settings: Settings) -> None:
-    port = _closed_port()
+    port = free_port()  # nothing listens there
     done = _wsrl(test_settings, "status", redis_url=f"redis://127.0.0.1:{port}/0")
     _assert_one_clear_error(
         done, f"cannot connect to Redis: Error 111 connecting to 127.0.0.1:{port}", "WSRL_REDIS_URL"
@@ -93,7 +89,7 @@ def test_eval_with_the_broker_down_stops_before_creating_rollouts(
     until its timeout."""
     url = make_database()
     migrate.upgrade(url)
-    port = _closed_port()
+    port = free_port()  # nothing listens there
     done = _wsrl(
         test_settings, "eval", "--limit", "2", "--timeout", "20",
         database_url=url, redis_url=f"redis://127.0.0.1:{port}/0", env_url=generated_env_server.url,

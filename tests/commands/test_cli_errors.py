@@ -19,6 +19,7 @@ from app.db import migrate
 from app.db.models import Rollout
 from app.embedded.ports import free_port
 from app.webshop.server.runner import RunningServer
+from trainer.config import tiny_policy_path
 
 
 def _wsrl(settings: Settings, *args: str, **values: Any) -> subprocess.CompletedProcess[str]:
@@ -109,3 +110,20 @@ def test_enqueue_without_a_split_or_goals_is_a_usage_error(test_settings: Settin
     done = _wsrl(test_settings, "enqueue", "--count", "2", env_url="http://127.0.0.1:9")
     assert done.returncode == 2, done.stderr
     assert "give --split (train, test or eval) or --goal-ids" in done.stderr
+
+
+def test_local_training_with_postgres_down_stops_before_bootstrapping(
+    test_settings: Settings, tmp_path: Path
+) -> None:
+    """It bootstrapped the tiny policy first (seconds when the shipped one is copied, about
+    10 minutes when it is rebuilt) and only then failed on the database."""
+    port = free_port()  # nothing listens there
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/nowhere"
+    done = _wsrl(
+        test_settings, "train", "--backend", "local", "--no-enqueue",
+        database_url=url, data_dir=tmp_path,
+    )  # fmt: skip
+    _assert_one_clear_error(done, "the preflight failed")
+    assert "Postgres" in done.stdout and f"port {port} failed" in done.stdout, done.stdout
+    assert "env server" not in done.stdout  # --no-enqueue: the trainer does not call it
+    assert not tiny_policy_path(tmp_path).exists()

@@ -59,7 +59,7 @@ def resolved_config(run: RunConfig, given: set[str]) -> list[ConfigValue]:
 
 
 def checks(settings: Settings, run: RunConfig, given: set[str]) -> list[Check]:
-    return service_checks(settings, "train")
+    return service_checks(settings, run.schedule.split)
 
 
 def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[str], None]) -> None:
@@ -68,6 +68,7 @@ def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[s
         settings.resolved_redis_url()
     except ServicesNotRunningError as exc:
         raise StartError(str(exc)) from exc
+    _preflight(settings, run)
     if run.model == TINY:  # before the minutes of bootstrapping it
         _check_bootstrap_settings(settings, None)
     model_path = ensure_tiny_policy(settings.data_dir) if run.model == TINY else Path(run.model)
@@ -75,6 +76,16 @@ def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[s
         raise StartError(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
     _check_bootstrap_settings(settings, model_path)
     _run(settings, model_path, run, echo)
+
+
+def _preflight(settings: Settings, run: RunConfig) -> None:
+    """The services the run talks to, before the policy is bootstrapped or loaded (seconds
+    to minutes): Postgres and Redis, and the env server when the trainer enqueues. Goals
+    may be missing: the trainer loads them from the env server."""
+    needed = {"Postgres", "Redis"} | ({"env server"} if run.local.enqueue else set())
+    found = [c for c in service_checks(settings, run.schedule.split) if c.name in needed]
+    if not all(c.ok for c in found):
+        raise StartError("the preflight failed: fix the above (wsrl doctor re-checks)", found)
 
 
 def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> None:

@@ -181,8 +181,8 @@ class TrainerConfig:
             raise ValueError(f"loss_agg_mode={self.loss_agg_mode!r}: use one of {LOSS_AGG_MODES}.")
         if self.kl_penalty not in KL_PENALTIES:
             raise ValueError(f"kl_penalty={self.kl_penalty!r}: use one of {KL_PENALTIES}.")
-        self._check_algorithm_names()
         self._check_numbers()
+        self._check_algorithm_names()  # last: importing verl's registries takes seconds
 
     def _check_algorithm_names(self) -> None:
         from verl.trainer.ppo import core_algos

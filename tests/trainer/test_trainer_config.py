@@ -1,8 +1,11 @@
 """TrainerConfig validation: every bad value fails at construction with a fix in the message."""
 
 import re
+import subprocess
+import sys
 
 import pytest
+from helpers.processes import REPO
 
 from trainer.config import TrainerConfig
 
@@ -53,3 +56,21 @@ def test_unknown_preset_lists_known_ones() -> None:
 def test_with_revalidates() -> None:
     with pytest.raises(ValueError, match="sample_mode"):
         TrainerConfig().with_(sample_mode="x")
+
+
+def test_a_bad_number_is_refused_before_verl_is_imported() -> None:
+    """Importing verl's registries takes seconds (about 10 for `wsrl train --lr -1`, which
+    checked the names first); a number needs no registry."""
+    code = (
+        "import sys\n"
+        "from trainer.config import TrainerConfig\n"
+        "try:\n"
+        "    TrainerConfig(lr=-1.0)\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'verl'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.stdout.splitlines() == ["lr=-1.0 must be > 0 (e.g. 1e-5).", "[]"], done.stderr

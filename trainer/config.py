@@ -182,17 +182,20 @@ class TrainerConfig:
         if self.kl_penalty not in KL_PENALTIES:
             raise ValueError(f"kl_penalty={self.kl_penalty!r}: use one of {KL_PENALTIES}.")
         self._check_numbers()
+        self._check_groups()
         self._check_algorithm_names()  # last: importing verl's registries takes seconds
 
-    def _check_algorithm_names(self) -> None:
-        from verl.trainer.ppo import core_algos
+    def _check_numbers(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr={self.lr} must be > 0 (e.g. 1e-5).")
+        if self.clip_ratio_low <= 0 or self.clip_ratio_high <= 0:
+            raise ValueError("clip_ratio_low and clip_ratio_high must be > 0 (e.g. 0.2).")
+        if self.clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c={self.clip_ratio_c} must be > 1 (e.g. 3.0).")
+        if self.kl_coef < 0 or self.entropy_coef < 0:
+            raise ValueError("kl_coef and entropy_coef must be >= 0 (0 disables them).")
 
-        estimators = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
-        if self.adv_estimator not in estimators:
-            raise ValueError(f"adv_estimator={self.adv_estimator!r}: use one of {estimators}.")
-        losses = sorted(core_algos.POLICY_LOSS_REGISTRY)
-        if self.loss_mode not in losses:
-            raise ValueError(f"loss_mode={self.loss_mode!r}: use one of {losses}.")
+    def _check_groups(self) -> None:
         if self.adv_estimator == "gae":
             raise ValueError(
                 "adv_estimator='gae' needs a critic, which this trainer has not; "
@@ -208,21 +211,21 @@ class TrainerConfig:
                 f"adv_estimator={self.adv_estimator!r} compares rollouts within a group: "
                 "set min_group_rollouts >= 2 (and group_size >= 2)."
             )
-
-    def _check_numbers(self) -> None:
         if self.min_group_rollouts > self.group_size:
             raise ValueError(
                 f"min_group_rollouts={self.min_group_rollouts} > group_size={self.group_size}: "
                 "no group could ever be trained; lower min_group_rollouts."
             )
-        if self.lr <= 0:
-            raise ValueError(f"lr={self.lr} must be > 0 (e.g. 1e-5).")
-        if self.clip_ratio_low <= 0 or self.clip_ratio_high <= 0:
-            raise ValueError("clip_ratio_low and clip_ratio_high must be > 0 (e.g. 0.2).")
-        if self.clip_ratio_c <= 1.0:
-            raise ValueError(f"clip_ratio_c={self.clip_ratio_c} must be > 1 (e.g. 3.0).")
-        if self.kl_coef < 0 or self.entropy_coef < 0:
-            raise ValueError("kl_coef and entropy_coef must be >= 0 (0 disables them).")
+
+    def _check_algorithm_names(self) -> None:
+        from verl.trainer.ppo import core_algos
+
+        estimators = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
+        if self.adv_estimator not in estimators:
+            raise ValueError(f"adv_estimator={self.adv_estimator!r}: use one of {estimators}.")
+        losses = sorted(core_algos.POLICY_LOSS_REGISTRY)
+        if self.loss_mode not in losses:
+            raise ValueError(f"loss_mode={self.loss_mode!r}: use one of {losses}.")
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> TrainerConfig:

@@ -68,9 +68,9 @@ def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[s
         settings.resolved_redis_url()
     except ServicesNotRunningError as exc:
         raise StartError(str(exc)) from exc
-    _preflight(settings, run)
-    if run.model == TINY:  # before the minutes of bootstrapping it
+    if run.model == TINY:  # what was asked first, then the services; both before bootstrapping
         _check_bootstrap_settings(settings, None)
+    _preflight(settings, run)
     model_path = ensure_tiny_policy(settings.data_dir) if run.model == TINY else Path(run.model)
     if not (model_path / "config.json").is_file():
         raise StartError(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")

@@ -8,7 +8,7 @@ backend adds its own (``trainer/backends/<name>/``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +45,9 @@ def check(name: str, probe: Callable[[], str], fix: str) -> Check:
         return Check(name, False, f"{type(exc).__name__}: {exc}", fix)
 
 
-def service_checks(settings: Any, split: str) -> list[Check]:
-    """Postgres (migrated, goals present), Redis and the env server reachable."""
+def service_checks(settings: Any, split: str, only: Collection[str] | None = None) -> list[Check]:
+    """Postgres (migrated, goals present), Redis and the env server reachable; ``only``:
+    the names of the checks to run (``Postgres``, ``Redis``, ``env server``, ``goals``)."""
 
     def postgres() -> str:
         engine = make_engine(settings)
@@ -85,29 +86,22 @@ def service_checks(settings: Any, split: str) -> list[Check]:
             health = client.health()  # 503 (an error here) when its tagger failed to load
         return f"{settings.env_url}: {health.get('goals')} goals, {_tagger_text(health)}"
 
-    return [
-        check(
-            "Postgres",
-            postgres,
-            POSTGRES_FIX,
-        ),
-        check(
-            "Redis",
-            redis,
-            REDIS_FIX,
-        ),
-        check(
+    probes: list[tuple[str, Callable[[], str], str]] = [
+        ("Postgres", postgres, POSTGRES_FIX),
+        ("Redis", redis, REDIS_FIX),
+        (
             "env server",
             env,
             "start it (`wsrl env serve`, or the webshop Compose service), set WSRL_ENV_URL",
         ),
-        check(
+        (
             "goals",
             goals,
             "`wsrl enqueue --split SPLIT --count 1` or `wsrl export goals` loads them from "
             "the env server (the trainer does too on its first request)",
         ),
     ]
+    return [check(*probe) for probe in probes if only is None or probe[0] in only]
 
 
 def _tagger_text(health: dict[str, Any]) -> str:

@@ -83,7 +83,7 @@ def _preflight(settings: Settings, run: RunConfig) -> None:
     to minutes): Postgres and Redis, and the env server when the trainer enqueues. Goals
     may be missing: the trainer loads them from the env server."""
     needed = {"Postgres", "Redis"} | ({"env server"} if run.local.enqueue else set())
-    found = [c for c in service_checks(settings, run.schedule.split) if c.name in needed]
+    found = service_checks(settings, run.schedule.split, only=needed)
     if not all(c.ok for c in found):
         raise StartError("the preflight failed: fix the above (wsrl doctor re-checks)", found)
 

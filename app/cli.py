@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import pkgutil
 
 import typer
@@ -31,7 +32,15 @@ def _register_command_groups() -> None:
 _register_command_groups()
 
 
+POSTGRES_CONNECT_TIMEOUT_S = "10"
+"""How long a new Postgres connection may take, its handshake included, in this process and
+the ones it starts (libpq's ``PGCONNECT_TIMEOUT``; a ``connect_timeout`` in the URL or the
+variable set beforehand wins). psycopg's own default is 130 s: a URL naming a host that
+drops packets, or a port where another kind of server listens, held a command that long."""
+
+
 def main() -> None:
+    os.environ.setdefault("PGCONNECT_TIMEOUT", POSTGRES_CONNECT_TIMEOUT_S)
     setup_logging()
     try:
         cli()

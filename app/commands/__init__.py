@@ -7,6 +7,7 @@ dependencies (torch, transformers, the catalog) inside their commands, so that
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import typer
@@ -29,19 +30,31 @@ def service_failure(exc: BaseException) -> str | None:
 
     Only failures to connect (at the start, or when an outage outlasted a command's
     retries) and a schema older than the code count; any other error keeps its
-    traceback, and ``WSRL_LOG_LEVEL=DEBUG`` logs this one's.
+    traceback, and ``WSRL_LOG_LEVEL=DEBUG`` logs this one's. A failure to connect is told
+    by where it was raised, not by the driver's wording: for Postgres, outside any
+    statement and without a server's error code (a refused or timed-out connection, a
+    host that does not resolve, a port where another server listens); for Redis, a
+    broken or refused connection, a reply that is not Redis', or an error answered to the
+    connection's own handshake (``AUTH``, ``SELECT`` of a database the server lacks).
     """
     import psycopg.errors
     from kombu.exceptions import OperationalError as BrokerError
-    from redis.exceptions import AuthenticationError
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from redis.exceptions import InvalidResponse, RedisError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from sqlalchemy.exc import DBAPIError, ProgrammingError
 
     from app.core.preflight import POSTGRES_FIX, REDIS_FIX
+    from app.db.session import DATABASE_DOWN
 
     for error in _chain(exc):
         reason = escape(" ".join(str(getattr(error, "orig", error)).split()))
-        if isinstance(error, OperationalError) and reason.startswith("connection failed"):
+        if (
+            isinstance(error, DATABASE_DOWN)
+            and isinstance(error, DBAPIError)
+            and error.statement is None
+            and getattr(error.orig, "sqlstate", None) is None
+        ):
             reason = reason.removeprefix("connection failed: ")
             return f"cannot connect to Postgres: {reason}\n{_fix(POSTGRES_FIX)}"
         if isinstance(error, ProgrammingError) and isinstance(
@@ -51,11 +64,25 @@ def service_failure(exc: BaseException) -> str | None:
                 f"the database's schema is older than this wsrl ({reason.split(' LINE ')[0]})\n"
                 + _fix("`wsrl db upgrade`")
             )
-        if isinstance(error, AuthenticationError) or (
-            isinstance(error, RedisConnectionError | BrokerError) and " connecting to " in reason
-        ):
+        if isinstance(
+            error, RedisConnectionError | RedisTimeoutError | InvalidResponse | BrokerError
+        ) or (isinstance(error, RedisError) and _raised_while_connecting(error)):
             return f"cannot connect to Redis: {reason}\n{_fix(REDIS_FIX)}"
     return None
+
+
+def _raised_while_connecting(error: BaseException) -> bool:
+    """Whether redis-py raised ``error`` while it set a connection up (its handshake's
+    ``AUTH``, ``SELECT``, ``HELLO``), not in answer to a command."""
+    traceback = error.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if code.co_name.startswith(("connect", "on_connect")) and code.co_filename.endswith(
+            f"redis{os.sep}connection.py"
+        ):
+            return True
+        traceback = traceback.tb_next
+    return False
 
 
 def _fix(text: str) -> str:

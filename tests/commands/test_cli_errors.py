@@ -5,6 +5,7 @@ created (the real CLI in a subprocess; real Postgres, Redis and env server)."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,55 @@ def test_postgres_unreachable_is_one_line_with_its_fix(
         done, f'cannot connect to Postgres: connection to server at "127.0.0.1", port {port}',
         "Fix: start it", "WSRL_DATABASE_URL",
     )  # fmt: skip
+
+
+def test_a_postgres_host_that_does_not_resolve_is_one_line_with_its_fix(
+    test_settings: Settings,
+) -> None:
+    """psycopg says "failed to resolve host", not "connection failed: ...", and the CLI,
+    which knew the failure by that wording, printed a 60-line traceback."""
+    url = "postgresql+psycopg://postgres@no-such-host.invalid:5432/nowhere"
+    done = _wsrl(test_settings, "status", database_url=url)
+    _assert_one_clear_error(
+        done, "cannot connect to Postgres: failed to resolve host 'no-such-host.invalid'",
+        "WSRL_DATABASE_URL",
+    )  # fmt: skip
+
+
+def test_a_postgres_url_on_another_servers_port_gives_up_after_ten_seconds(
+    test_settings: Settings,
+) -> None:
+    """Redis takes the connection and never answers Postgres' handshake: the command hung
+    for psycopg's default of 130 s, then printed a traceback."""
+    redis_port = urlsplit(test_settings.resolved_redis_url()).port
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{redis_port}/nowhere"
+    started = time.monotonic()
+    done = _wsrl(test_settings, "status", database_url=url)
+    _assert_one_clear_error(
+        done, "cannot connect to Postgres: connection timeout expired", "WSRL_DATABASE_URL"
+    )
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("the Postgres port", "Connection closed by server"),
+        ("a database the server lacks", "DB index is out of range"),
+    ],
+)
+def test_a_redis_url_that_reaches_no_redis_database_is_one_line_with_its_fix(
+    test_settings: Settings, where: str, says: str
+) -> None:
+    """Both were tracebacks: the CLI knew a Redis failure by redis-py's wording
+    "connecting to", which neither message has."""
+    redis = urlsplit(test_settings.resolved_redis_url())
+    if where == "the Postgres port":
+        url = f"redis://127.0.0.1:{urlsplit(test_settings.resolved_database_url()).port}/0"
+    else:
+        url = redis._replace(path="/99").geturl()  # a server has 16 unless told otherwise
+    done = _wsrl(test_settings, "status", redis_url=url)
+    _assert_one_clear_error(done, f"cannot connect to Redis: {says}", "WSRL_REDIS_URL")
 
 
 def test_redis_unreachable_is_one_line_with_its_fix(test_settings: Settings) -> None:

@@ -42,7 +42,7 @@ def service_failure(exc: BaseException) -> str | None:
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import InvalidResponse, RedisError
     from redis.exceptions import TimeoutError as RedisTimeoutError
-    from sqlalchemy.exc import DBAPIError, ProgrammingError
+    from sqlalchemy.exc import ProgrammingError
 
     from app.core.preflight import POSTGRES_FIX, REDIS_FIX
     from app.db.session import DATABASE_DOWN
@@ -51,7 +51,6 @@ def service_failure(exc: BaseException) -> str | None:
         reason = escape(" ".join(str(getattr(error, "orig", error)).split()))
         if (
             isinstance(error, DATABASE_DOWN)
-            and isinstance(error, DBAPIError)
             and error.statement is None
             and getattr(error.orig, "sqlstate", None) is None
         ):

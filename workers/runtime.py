@@ -24,6 +24,7 @@ from app.config import Settings, get_settings
 from app.core.celery import TimeLimits, time_limits
 from app.core.endpoint import EndpointResolver
 from app.core.env_client import EnvClient
+from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from workers.llm import LLMClient
 from workers.log_queue import PublishQueue
@@ -73,7 +74,7 @@ class WorkerRuntime:
         pool = settings.worker_concurrency + 2
         self.engine: Engine = make_engine(settings, pool_size=pool, max_overflow=pool)
         self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
-        self.redis: Redis = Redis.from_url(settings.resolved_redis_url())
+        self.redis: Redis = connect_redis(settings)
         self.log_queue = PublishQueue(self.redis)
         self.env = EnvClient.from_settings(settings)
         self.endpoints = EndpointResolver(settings, self.redis, sessions=self.sessions, follow=True)

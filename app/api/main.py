@@ -14,8 +14,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
-import redis
-import redis.asyncio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
@@ -31,6 +29,7 @@ from app.api.services.gateway_endpoint import AnnouncedEndpoint
 from app.api.services.gateway_store import CallStore, libpq_url
 from app.config import Settings
 from app.core.celery import create_celery
+from app.core.redis_client import connect_async_redis, connect_redis
 from app.db.lifecycle import IllegalTransition
 from app.db.session import make_engine, make_sessionmaker
 
@@ -51,9 +50,8 @@ def create_app(settings: Settings) -> FastAPI:
         sessions = make_sessionmaker(engine)
         # The gateway's own async connections: see app.api.services.gateway_store.
         store = CallStore(libpq_url(settings.resolved_database_url()), GATEWAY_DB_CONNECTIONS)
-        redis_url = settings.resolved_redis_url()
-        sync_redis = redis.Redis.from_url(redis_url)
-        async_redis = redis.asyncio.Redis.from_url(redis_url)
+        sync_redis = connect_redis(settings)
+        async_redis = connect_async_redis(settings)
         http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=settings.llm_timeout_s),
             connector=aiohttp.TCPConnector(limit=HTTP_POOL_SIZE, limit_per_host=HTTP_POOL_SIZE),

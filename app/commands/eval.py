@@ -98,11 +98,10 @@ def _enqueue(
     model: str | None,
 ) -> list[uuid.UUID]:
     """Load the split's goals from the env server, publish the endpoint, queue the rollouts."""
-    from redis import Redis
-
     from app.core.enqueue import reach_broker
     from app.core.env_client import EnvClient
     from app.core.evaluation import enqueue_evaluation, publish_for_evaluation, split_goal_ids
+    from app.core.redis_client import connect_redis
     from app.db.session import session_scope
 
     reach_broker(celery)
@@ -110,7 +109,7 @@ def _enqueue(
         with EnvClient.from_settings(settings) as env:
             goal_ids = split_goal_ids(session, env, split, limit)
         if base_url is not None and model is not None:
-            redis = Redis.from_url(settings.resolved_redis_url())
+            redis = connect_redis(settings)
             try:
                 version = publish_for_evaluation(session, redis, base_url, model)
             finally:

@@ -27,11 +27,11 @@ def status(
     ping_timeout: Annotated[float, typer.Option(help="Seconds to wait for worker pings.")] = 1.0,
 ) -> None:
     """Queues, live workers, rollouts in flight and by status, recent rewards."""
-    from redis import Redis
     from sqlalchemy import select
 
     from app.api.services.stats import by_policy_version, queue_depths, rollouts_by_status
     from app.config import ServicesNotRunningError, get_settings
+    from app.core.redis_client import connect_redis
     from app.db.lifecycle import RolloutStatus
     from app.db.models import Rollout
     from app.db.session import make_engine, make_sessionmaker
@@ -40,7 +40,7 @@ def status(
     settings = get_settings()
     try:
         engine = make_engine(settings)
-        redis = Redis.from_url(settings.resolved_redis_url())
+        redis = connect_redis(settings)
         celery = get_app()
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc

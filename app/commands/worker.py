@@ -145,8 +145,7 @@ def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
 ) -> None:
     """Re-enqueue rollouts stuck past their deadline; fail those out of attempts."""
-    from redis import Redis
-
+    from app.core.redis_client import connect_redis
     from app.db.session import make_engine, make_sessionmaker
     from workers.celery_app import get_app
     from workers.reconciler import reconcile_once, run_loop
@@ -155,7 +154,7 @@ def reconcile(
     try:
         engine = make_engine(settings)
         celery = get_app()
-        broker = Redis.from_url(settings.resolved_redis_url())
+        broker = connect_redis(settings)
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
     sessions = make_sessionmaker(engine)
@@ -189,13 +188,12 @@ def watch(
     quiet: Annotated[bool, typer.Option(help="Only the summary, no episode lines.")] = False,
 ) -> None:
     """Follow the episode logs of all workers live, with a progress summary."""
-    from redis import Redis
-
+    from app.core.redis_client import connect_redis
     from app.progress import EpisodeTally, follow, format_message
 
     settings = get_settings()
     try:
-        redis = Redis.from_url(settings.resolved_redis_url())
+        redis = connect_redis(settings)
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
     progress = EpisodeTally()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from celery import Celery
 
 from app.config import Settings
+from app.core.redis_client import REDIS_CONNECT_TIMEOUT_S
 
 ROLLOUT_TASK = "workers.rollout.run"
 QUEUE_ROLLOUTS = "rollouts"
@@ -100,6 +101,7 @@ def create_celery(settings: Settings) -> Celery:
             # runs) on one Redis server do not see each other's workers.
             "fanout_prefix": True,
             "fanout_patterns": True,
+            "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
         },
     )
     return celery

@@ -12,11 +12,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from redis import Redis
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import ProgrammingError
 
 from app.core.env_client import EnvClient
+from app.core.redis_client import connect_redis
 from app.db.models import Goal
 from app.db.session import make_engine
 
@@ -74,7 +74,7 @@ def service_checks(settings: Any, split: str, only: Collection[str] | None = Non
         return f"{count} {split!r} goals"
 
     def redis() -> str:
-        client = Redis.from_url(settings.resolved_redis_url(), socket_timeout=5)
+        client = connect_redis(settings, socket_timeout=5)
         try:
             client.ping()
         finally:

@@ -4,9 +4,10 @@ created (the real CLI in a subprocess; real Postgres, Redis and env server)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -113,6 +114,30 @@ def test_redis_unreachable_is_one_line_with_its_fix(test_settings: Settings) -> 
     )
 
 
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose connections are never answered, as behind a firewall that drops
+    packets: a listener that accepts nothing, its one-place queue already taken, so the
+    kernel drops every further connection's SYN and the client retries it for minutes."""
+    with socket.socket() as listener, socket.socket() as taken:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        taken.connect(("127.0.0.1", port))
+        yield port
+
+
+def test_a_redis_host_that_never_answers_gives_up_after_ten_seconds(
+    test_settings: Settings, silent_port: int
+) -> None:
+    """redis-py waits for a connection as long as the OS retries it (about two minutes
+    on Linux): the command hung past this test's 120 s."""
+    started = time.monotonic()
+    done = _wsrl(test_settings, "status", redis_url=f"redis://127.0.0.1:{silent_port}/0")
+    _assert_one_clear_error(done, "cannot connect to Redis: Timeout connecting", "WSRL_REDIS_URL")
+    assert time.monotonic() - started < 30
+
+
 def test_redis_refusing_the_password_is_one_line_with_its_fix(test_settings: Settings) -> None:
     """The test server has no password: AUTH with one is refused (redis-py's
     AuthenticationError), as a wrong password would be."""
@@ -132,20 +157,28 @@ def test_a_database_not_migrated_says_to_upgrade(
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("broker", ["refusing", "never answering"])
 def test_eval_with_the_broker_down_stops_before_creating_rollouts(
-    test_settings: Settings, make_database: Callable[[], str], generated_env_server: RunningServer
+    test_settings: Settings,
+    make_database: Callable[[], str],
+    generated_env_server: RunningServer,
+    request: pytest.FixtureRequest,
+    broker: str,
 ) -> None:
     """The rollouts were created, their jobs' send failed (logged, left to the reconciler,
     which cannot send either while Redis is down), and `wsrl eval` waited without a word
-    until its timeout."""
+    until its timeout. A broker that never answers held it for minutes (kombu's
+    connections had no connect timeout either)."""
+    port = free_port() if broker == "refusing" else request.getfixturevalue("silent_port")
+    started = time.monotonic()
     url = make_database()
     migrate.upgrade(url)
-    port = free_port()  # nothing listens there
     done = _wsrl(
         test_settings, "eval", "--limit", "2", "--timeout", "20",
         database_url=url, redis_url=f"redis://127.0.0.1:{port}/0", env_url=generated_env_server.url,
     )  # fmt: skip
     _assert_one_clear_error(done, "cannot connect to Redis", "WSRL_REDIS_URL")
+    assert time.monotonic() - started < 60
     engine = create_engine(url)
     try:
         with engine.connect() as connection:

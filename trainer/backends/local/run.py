@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 
 from app.config import Settings
 from app.core.agent import AgentProtocol
+from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local import checkpoints
 from trainer.backends.local.algorithms import rollout_advantages
@@ -187,7 +188,7 @@ def start_local_run(
         default_max_tokens=settings.llm_max_tokens,
     )
     handle = server.start(policy_host, policy_port)
-    redis = Redis.from_url(settings.resolved_redis_url())
+    redis = connect_redis(settings)
     base_url = advertised_url(handle.base_url, advertise_host)
     publisher = Publisher(sessions, redis, base_url, server.model_name, protocol)
     scheduler = None

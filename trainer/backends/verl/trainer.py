@@ -48,6 +48,7 @@ from verl.utils.config import omega_conf_to_dataclass
 
 from app.config import Settings
 from app.core.enqueue import ensure_goals
+from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.verl.config import agent_protocol_of, loop_options, trainer_config
 from trainer.backends.verl.dataproto import (
@@ -297,7 +298,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         loop: resume from Postgres, serve the restored weights, then step by step."""
         engine = make_engine(self.settings, pool_size=4)
         sessions = make_sessionmaker(engine)
-        redis = Redis.from_url(self.settings.resolved_redis_url())
+        redis = connect_redis(self.settings)
         try:
             loop = self._loop(sessions, redis)
             loop.run(

@@ -1,0 +1,36 @@
+"""The project's clients of the configured Redis, made in one place so that each gives up
+connecting after :data:`REDIS_CONNECT_TIMEOUT_S`.
+
+redis-py waits for a connection as long as the operating system does: a host that drops
+packets (a firewall, a wrong address in another network) held a command for about two
+minutes (Linux's SYN retries) before any error. Celery's broker connections take the same
+limit (:func:`app.core.celery.create_celery`). A ``socket_connect_timeout`` in the URL's
+query wins over this default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio
+from redis import Redis
+
+from app.config import Settings
+
+REDIS_CONNECT_TIMEOUT_S = 10.0
+
+
+def connect_redis(settings: Settings, **options: Any) -> Redis:
+    """A client of ``settings``' Redis (connecting on its first command)."""
+    return Redis.from_url(
+        settings.resolved_redis_url(),
+        **{"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, **options},
+    )
+
+
+def connect_async_redis(settings: Settings, **options: Any) -> redis.asyncio.Redis:
+    """The asyncio twin of :func:`connect_redis`."""
+    return redis.asyncio.Redis.from_url(
+        settings.resolved_redis_url(),
+        **{"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, **options},
+    )

@@ -4,8 +4,8 @@ connecting after :data:`REDIS_CONNECT_TIMEOUT_S`.
 redis-py waits for a connection as long as the operating system does: a host that drops
 packets (a firewall, a wrong address in another network) held a command for about two
 minutes (Linux's SYN retries) before any error. Celery's broker connections take the same
-limit (:func:`app.core.celery.create_celery`). A ``socket_connect_timeout`` in the URL's
-query wins over this default.
+limit (:func:`app.core.celery.create_celery`). Not a setting: a connection on a working
+network takes milliseconds, and the URL cannot carry it (Celery refuses its query).
 """
 
 from __future__ import annotations

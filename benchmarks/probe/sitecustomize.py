@@ -44,6 +44,24 @@ def _install(prefix: str) -> None:
         if executemany:
             bump("sql_rows", len(parameters))
 
+    # A COPY goes to psycopg's cursor, past SQLAlchemy's events (the finish's rows).
+    import psycopg
+
+    cursor_copy = psycopg.Cursor.copy
+    copy_write_row = psycopg.Copy.write_row
+
+    def counted_copy(self, statement, *args, **kwargs):
+        bump("sql")
+        bump("sql:COPY")
+        return cursor_copy(self, statement, *args, **kwargs)
+
+    def counted_write_row(self, row):
+        bump("sql_rows")
+        return copy_write_row(self, row)
+
+    psycopg.Cursor.copy = counted_copy
+    psycopg.Copy.write_row = counted_write_row
+
     @event.listens_for(Engine, "commit")
     def _commit(conn):
         bump("commit")
@@ -121,6 +139,7 @@ def _install(prefix: str) -> None:
         ("workers.rollout", "start_attempt", "task/postgres transactions/start_attempt"),
         ("workers.rollout", "finish_attempt", "task/postgres transactions/finish_attempt"),
         ("workers.persistence", "_insert_rows", "task/postgres transactions/insert rows"),
+        ("workers.persistence", "_copy_new_rows", "task/postgres transactions/insert rows"),
         ("sqlalchemy.orm.session", "Session.commit", "postgres commit"),
         ("sqlalchemy.orm.session", "Session.close", "postgres session close"),
         ("sqlalchemy.pool.base", "_ConnectionFairy._checkout", "postgres checkout (pre-ping)"),

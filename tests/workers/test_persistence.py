@@ -314,8 +314,9 @@ def test_the_agents_finish_is_one_statement_besides_its_rows(
     db_session: Session, rollout: Rollout
 ) -> None:
     """The built-in agent's success while its attempt runs: the rollout's lock, both status
-    changes and the outcome in one statement, then one insert per table of rows (each a
-    round trip that an episode's hand-off waits for)."""
+    changes and the outcome in one statement, then one binary COPY per table of rows, which
+    go to psycopg's cursor and not through SQLAlchemy's statements (each a round trip that
+    an episode's hand-off waits for)."""
     start = _start(db_session, rollout)
     statements: list[str] = []
     connection = db_session.connection()
@@ -330,10 +331,84 @@ def test_the_agents_finish_is_one_statement_besides_its_rows(
         )
     finally:
         event.remove(connection, "before_cursor_execute", seen)
-    assert statements == ["WITH", "INSERT", "INSERT"]
+    assert statements == ["WITH"]
     db_session.refresh(rollout)
     assert (rollout.status, rollout.reward, rollout.num_steps) == (RolloutStatus.SUCCEEDED, 1.0, 2)
     assert db_session.scalar(select(func.count()).where(Step.attempt_id == start.attempt_id)) == 2
+    calls = db_session.scalar(select(func.count()).where(LlmCall.attempt_id == start.attempt_id))
+    assert calls == 2
+
+
+def _recorded_rows() -> PendingRows:
+    """Rows as the recorder builds them (every column), with JSON nulls, SQL nulls, a NUL
+    already replaced, non-ASCII text and packed ids."""
+    rows = PendingRows()
+    for i in range(3):
+        rows.steps.append(
+            {
+                "index": i,
+                "action": "click[b0 \ufffd thé]",
+                "observation": 'Instruction: [SEP] "quoted" \\ tab\there' * (i + 1),
+                "reward": 0.25 * i,
+                "done": i == 2,
+                "valid": i != 1,
+                "latency_ms": None if i == 0 else 101.5,
+                "info": {"reply": "r", "error": None, "nested": [1, {"a": None}], "page": "ü"},
+            }
+        )
+        rows.calls.append(
+            {
+                "index": i,
+                "policy_version": 7,
+                "model": None if i == 1 else "tiny",
+                "request_messages": [{"role": "user", "content": f"hi {i}\n"}],
+                "response_text": None if i == 2 else "click[x]",
+                "prompt_token_ids": list(range(450)),
+                "response_token_ids": [] if i == 1 else [4, 5],
+                "response_logprobs": None if i == 1 else [-0.1, -2.5],
+                "finish_reason": "stop",
+                "latency_ms": 100.25,
+                "trainable": i != 2,
+                "structured_outputs": None if i else {"choice": ["click[x]", "search[y]"]},
+            }
+        )
+    return rows
+
+
+def test_the_agents_finish_writes_its_rows_as_the_flush_does(
+    db_session: Session, rollout: Rollout
+) -> None:
+    """The finish's COPY and the flush's executemany store the same values: JSON and SQL
+    nulls apart, packed token ids and logprobs, text with quotes, backslashes and tabs."""
+    flushed = _start(db_session, rollout)
+    write_rows(db_session, flushed.attempt_id, _recorded_rows())
+    other = make_rollout(db_session, GOAL)
+    finished = _start(db_session, other)
+    assert finish_attempt(
+        db_session,
+        finished.attempt_id,
+        EpisodeOutcome(1.0, 3),
+        _recorded_rows(),
+        policy_versions=(7, 7),
+    )
+    db_session.expire_all()
+
+    def stored(model: type[Step] | type[LlmCall], attempt_id: int) -> list[dict[str, object]]:
+        columns = [c for c in model.__table__.columns if c.key not in ("id", "attempt_id")]
+        found = db_session.execute(
+            select(*columns).where(model.attempt_id == attempt_id).order_by(model.index)
+        )
+        return [dict(row._mapping) for row in found]
+
+    for model in (Step, LlmCall):
+        assert stored(model, finished.attempt_id) == stored(model, flushed.attempt_id)
+    assert len(stored(LlmCall, finished.attempt_id)) == 3
+    null_json = db_session.scalar(
+        select(func.count()).where(
+            LlmCall.attempt_id == finished.attempt_id, LlmCall.structured_outputs.is_(None)
+        )
+    )
+    assert null_json == 2  # SQL NULL, not the JSON value null
 
 
 def test_finish_attempt_takes_the_callers_policy_versions(

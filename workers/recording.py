@@ -4,10 +4,10 @@ Steps and LLM calls are buffered and written in batches (every ``record_flush_ev
 records, and with the attempt's final transaction), so a 10-step episode costs about two
 transactions instead of twenty. Each record is taken from the buffer once, so no row is
 written twice; a flush is idempotent on ``(attempt_id, index)`` all the same, and the
-built-in agent's successful finish copies its rows in (``workers.persistence.
-_copy_new_rows``). A flush
-that finds its attempt no longer ``running`` raises
-:class:`~workers.persistence.AttemptSuperseded`, which stops the episode early.
+built-in agent's successful finish copies its rows in
+(``workers.persistence._copy_new_rows``). A flush that finds its attempt no longer
+``running`` raises :class:`~workers.persistence.AttemptSuperseded`, which stops the
+episode early.
 
 Log lines (``[TASK]/[STEP]/[DONE]``) and lifecycle events are published as JSON on the
 ``logs_channel`` pub/sub channel for ``wsrl watch`` (in batches, from the worker's

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -364,15 +364,25 @@ def _insert_rows(session: Session, attempt_id: int, rows: PendingRows) -> None:
     compiled and parsed again for every batch, and SQLAlchemy still sends the rows in one
     round trip ("insertmanyvalues")."""
     connection = session.connection()
-    for statement, table_rows, allowed in (
-        (_INSERT_STEPS, rows.steps, STEP_COLUMNS),
-        (_INSERT_CALLS, rows.calls, CALL_COLUMNS),
+    statements = {Step.__table__: _INSERT_STEPS, LlmCall.__table__: _INSERT_CALLS}
+    for table, _, batch in _row_batches(attempt_id, rows):
+        connection.execute(statements[table], batch)
+
+
+def _row_batches(
+    attempt_id: int, rows: PendingRows
+) -> Iterator[tuple[Table, frozenset[str], list[dict[str, Any]]]]:
+    """``(table, columns, rows)`` for each table and set of columns (normally one a table),
+    every row checked against its table's columns and given ``attempt_id``."""
+    for table, table_rows, allowed in (
+        (Step.__table__, rows.steps, STEP_COLUMNS),
+        (LlmCall.__table__, rows.calls, CALL_COLUMNS),
     ):
         by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
         for row in table_rows:
             by_columns.setdefault(frozenset(row), []).append(_columns(row, allowed, attempt_id))
-        for batch in by_columns.values():
-            connection.execute(statement, batch)
+        for columns, batch in by_columns.items():
+            yield table, columns, batch
 
 
 # psycopg's binary type of each SQL type of the row tables (a binary COPY names them).
@@ -398,24 +408,17 @@ def _copy_new_rows(session: Session, attempt_id: int, rows: PendingRows) -> None
     """
     connection = session.connection()
     cursor = connection.connection.driver_connection.cursor()  # the same transaction
-    for table, table_rows, allowed in (
-        (Step.__table__, rows.steps, STEP_COLUMNS),
-        (LlmCall.__table__, rows.calls, CALL_COLUMNS),
-    ):
-        by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
-        for row in table_rows:
-            by_columns.setdefault(frozenset(row), []).append(_columns(row, allowed, attempt_id))
-        for columns, batch in by_columns.items():
-            statement, types, processors = _copy_plan(table, columns, connection.dialect)
-            with cursor.copy(statement) as copy:
-                copy.set_types(types)
-                for row in batch:
-                    copy.write_row(
-                        [
-                            row[name] if process is None else process(row[name])
-                            for name, process in processors
-                        ]
-                    )
+    for table, columns, batch in _row_batches(attempt_id, rows):
+        statement, types, processors = _copy_plan(table, columns, connection.dialect)
+        with cursor.copy(statement) as copy:
+            copy.set_types(types)
+            for row in batch:
+                copy.write_row(
+                    [
+                        row[name] if process is None else process(row[name])
+                        for name, process in processors
+                    ]
+                )
 
 
 @functools.cache

@@ -22,15 +22,13 @@ REDIS_CONNECT_TIMEOUT_S = 10.0
 
 def connect_redis(settings: Settings, **options: Any) -> Redis:
     """A client of ``settings``' Redis (connecting on its first command)."""
-    return Redis.from_url(
-        settings.resolved_redis_url(),
-        **{"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, **options},
-    )
+    return Redis.from_url(settings.resolved_redis_url(), **_with_timeout(options))
 
 
 def connect_async_redis(settings: Settings, **options: Any) -> redis.asyncio.Redis:
     """The asyncio twin of :func:`connect_redis`."""
-    return redis.asyncio.Redis.from_url(
-        settings.resolved_redis_url(),
-        **{"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, **options},
-    )
+    return redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **_with_timeout(options))
+
+
+def _with_timeout(options: dict[str, Any]) -> dict[str, Any]:
+    return {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, **options}

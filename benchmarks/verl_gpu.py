@@ -11,6 +11,7 @@ verl but no cluster is started.
 
     python benchmarks/verl_gpu.py check                   # exit 1 when a check fails
     python benchmarks/verl_gpu.py memory --config fast    # fast | qwen | qwen3b; --save
+    python benchmarks/verl_gpu.py shape --config fast --out DIR   # a checkpoint for vLLM
 
 ``check``, on the tiny policy's architecture (random weights, a tokenizer trained on a few
 lines; nothing downloaded), with multi-turn rollouts sampled by the policy server's
@@ -32,6 +33,13 @@ of that step, against the config's ``webshop.gpu_memory_estimate_gib``; with ``-
 also the size of verl's checkpoint of it (``VerlBackend.save``) against
 ``webshop.checkpoint_gib``.
 
+``shape`` writes the config's Qwen2.5 shape with random bf16 weights and the shipped tiny
+policy's tokenizer (so its vocabulary: 9,552 ids where Qwen's has 151,936) to ``--out``:
+a checkpoint the whole GPU path (vLLM, verl through Ray, weight sync) runs at that size,
+``first-run.sh`` with ``CONFIG=fast MODEL=DIR`` and the tiny policy's text protocol. Only
+transformers and torch are needed (a bare GPU host has both); its ``config.json`` keeps
+the tiny policy's keys, which the kit's older transformers reads.
+
 ``attn_implementation`` is ``sdpa`` unless ``--attn flash_attention_2`` (flash-attn
 installed): the figures of docs/benchmarks.md were taken with sdpa.
 """
@@ -41,8 +49,10 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -100,6 +110,29 @@ def qwen_checkpoint(name: str, folder: Path, tokenizer_from: Path) -> int:
     params = sum(p.numel() for p in model.parameters())
     del model
     AutoTokenizer.from_pretrained(str(tokenizer_from)).save_pretrained(folder)
+    return params
+
+
+def shape_checkpoint(name: str, folder: Path, tokenizer_from: Path, device: str = "cuda") -> int:
+    """Config ``name``'s shape, random bf16 weights, ``tokenizer_from``'s tokenizer and
+    vocabulary; returns its parameters."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = json.loads((tokenizer_from / "config.json").read_text())
+    layers = QWEN_SHAPES[name]["num_hidden_layers"]
+    config.update(QWEN_SHAPES[name], dtype="bfloat16", layer_types=["full_attention"] * layers)
+    config["rope_parameters"]["rope_theta"] = 1000000.0
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    with torch.device(device):
+        model = Qwen2ForCausalLM(Qwen2Config.from_pretrained(folder)).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    params = sum(p.numel() for p in model.parameters())
+    # save_pretrained wrote this transformers' serialisation; keep the one written above.
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    for file in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                 "generation_config.json"):  # fmt: skip
+        shutil.copy(tokenizer_from / file, folder / file)
     return params
 
 
@@ -412,13 +445,21 @@ def memory(name: str, attn: str, work: Path, save: bool = False) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("what", choices=("check", "memory"))
+    parser.add_argument("what", choices=("check", "memory", "shape"))
     parser.add_argument("--config", choices=tuple(QWEN_SHAPES), default="fast")
     parser.add_argument("--attn", default="sdpa", help="sdpa or flash_attention_2")
     parser.add_argument("--save", action="store_true", help="memory: also save a checkpoint")
+    parser.add_argument("--out", type=Path, help="shape: the checkpoint's folder")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    if args.what == "shape":
+        if args.out is None:
+            parser.error("shape needs --out")
+        tiny = Path(__file__).resolve().parent.parent / "trainer" / "bootstrap" / "tiny-0"
+        params = shape_checkpoint(args.config, args.out, tiny)
+        print(f"{args.config} shape, {params / 1e6:.0f} M parameters: {args.out}")
+        return
     with tempfile.TemporaryDirectory() as work:
         if args.what == "memory":
             memory(args.config, args.attn, Path(work), args.save)

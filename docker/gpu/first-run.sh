@@ -4,11 +4,14 @@
 #
 #   bash docker/gpu/first-run.sh receive    # once per call that carried pieces of the kit
 #   bash docker/gpu/first-run.sh run        # the last call: install, start, train, report
+#   CONFIG=fast MODEL=/models/Qwen2.5-0.5B-Instruct bash docker/gpu/first-run.sh run
+#   bash docker/gpu/first-run.sh run --override KEY=VALUE ...   # more of `wsrl train`'s flags
 #
 # `receive` copies build/gpu-kit/* (whatever this call carried) into /tmp/wsrl-pieces.
 # `run` receives too, installs the kit into /tmp/wsrl-site (PYTHONPATH, nothing else on the
 # host touched), starts the embedded Postgres and Redis, the env server, the API and two
-# Celery workers, then `wsrl train --backend verl --config smoke` for STEPS steps (vLLM on
+# Celery workers, then `wsrl train --backend verl --config $CONFIG` (default smoke, the
+# shipped tiny policy; MODEL: a model folder on the host in its place) for STEPS steps (vLLM on
 # the GPU as verl starts it, colocated: sleep/wake and weight sync each step) with a
 # held-out evaluation after each version, and writes $OUT/report.md with the logs' tails.
 # Everything lives under /tmp and in processes started with setsid: later commands of the
@@ -24,6 +27,8 @@ OUT=${OUT:-/tmp/wsrl-out}
 STEPS=${STEPS:-3}
 TRAIN_TIMEOUT_S=${TRAIN_TIMEOUT_S:-400}
 PY=${PYTHON:-python3}
+CONFIG=${CONFIG:-smoke}
+MODEL=${MODEL:-}
 
 receive() {
   if [ ! -d "$PIECES" ] && [ -n "${OUT:-}" ]; then
@@ -56,6 +61,10 @@ tail_logs() {
 }
 
 run() {
+  if [ -n "$MODEL" ] && [ ! -f "$MODEL/config.json" ]; then
+    echo "MODEL=$MODEL: no config.json there; name a Hugging Face model folder on this host" >&2
+    exit 2
+  fi
   mkdir -p "$OUT" "$LOGS"
   : > "$OUT/report.md"
   local t0=$SECONDS
@@ -109,17 +118,20 @@ else:
 WAIT
   stamp "services up in $((SECONDS - t0)) s"
 
+  stamp "config $CONFIG, model ${MODEL:-as the config names}, $STEPS steps${*:+, $*}"
+  local model=()
+  [ -n "$MODEL" ] && model=(--override "actor_rollout_ref.model.path=$MODEL")
   local attn=()
   if ! $PY -c "import flash_attn" 2> /dev/null; then
     attn=(--override actor_rollout_ref.model.use_remove_padding=false
           --override +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
   fi
   local t_train=$SECONDS
-  timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config smoke \
+  timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config "$CONFIG" "${model[@]}" \
     --override "trainer.total_training_steps=$STEPS" \
     --override webshop.eval_every=1 --override webshop.eval_goals=8 \
     --override webshop.skip_zero_variance=false \
-    "${attn[@]}" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
+    "${attn[@]}" "$@" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
   local rc=${PIPESTATUS[0]}
   stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"
   $PY docker/gpu/report.py summary "$LOGS" >> "$OUT/report.md" 2>&1
@@ -130,6 +142,6 @@ WAIT
 
 case "${1:-}" in
   receive) receive ;;
-  run) run ;;
+  run) shift; run "$@" ;;
   *) echo "usage: $0 receive|run" >&2; exit 2 ;;
 esac

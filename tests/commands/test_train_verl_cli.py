@@ -60,13 +60,14 @@ def test_the_verl_run_receives_lr_group_size_and_discount() -> None:
     from trainer.backends.verl.config import load_config
     from trainer.backends.verl.entry import verl_overrides
 
-    given = {"lr": 1e-6, "group_size": 8, "step_discount": 1.0, "eval_every": 3}
+    given = {"lr": 1e-6, "group_size": 8, "step_discount": 1.0, "eval_every": 3, "max_tokens": 64}
     run = build_run({**given, "backend": "verl", "config": "fast"})
     config = load_config("fast", verl_overrides(run, {FLAGS[name] for name in given}))
     assert config.actor_rollout_ref.actor.optim.lr == 1e-6
     assert config.actor_rollout_ref.rollout.n == 8
     assert config.webshop.step_discount == 1.0
     assert config.webshop.eval_every == 3
+    assert config.webshop.max_tokens == 64  # refused before: the workers' 256 applied
     assert "lr" in FLAGS
 
 
@@ -94,7 +95,10 @@ def test_a_user_override_wins_over_a_flag() -> None:
     ("args", "named"),
     [
         (["--backend", "verl", "--sample-weighting", "token"], "--sample-weighting"),
-        (["--backend", "verl", "--device", "cuda", "--max-tokens", "64"], "--device, --max-tokens"),
+        (
+            ["--backend", "verl", "--device", "cuda", "--sample-weighting", "token"],
+            "--device, --sample-weighting",
+        ),
         (["--backend", "verl", "--no-enqueue"], "--enqueue"),
         (["--backend", "local", "--config", "qwen"], "--config"),
         (["--override", "data.seed=1"], "--override"),

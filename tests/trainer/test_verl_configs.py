@@ -94,6 +94,20 @@ def test_group_of_one_is_rejected() -> None:
         load_config("fast", ["actor_rollout_ref.rollout.n=1"])
 
 
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        # Sampling was not read back from a verl config: a negative temperature passed.
+        ("actor_rollout_ref.rollout.temperature=-1", r"actor_rollout_ref\.rollout\.temperature \("),
+        ("webshop.max_tokens=0", r"webshop\.max_tokens \(max_tokens\)=0 must be >= 1"),
+        ("webshop.eval_temperature=-1", r"webshop\.eval_temperature \(eval_temperature\)=-1"),
+    ],
+)
+def test_a_bad_sampling_value_names_its_verl_key(override: str, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        load_config("fast", [override])
+
+
 def test_unknown_mode_is_rejected() -> None:
     with pytest.raises(ValueError, match="colocated, async"):
         load_config("fast", ["webshop.mode=sideways"])

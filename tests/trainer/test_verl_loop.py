@@ -233,6 +233,7 @@ def test_the_scheduler_draws_openings_and_queues_evaluations_on_the_verl_path(
         "webshop.eval_every=2",
         "webshop.eval_goals=2",
         "webshop.final_eval_wait_s=0",  # no workers play them here
+        "webshop.max_tokens=40",
     )
     trainer.fit()
     assert len(gpu.updates) == 2
@@ -252,6 +253,8 @@ def test_the_scheduler_draws_openings_and_queues_evaluations_on_the_verl_path(
     assert all(len(starts) == 1 for starts in by_group.values())  # one opening per group
     assert set().union(*by_group.values()) <= {"results", "item"}
     assert all(r.sampling.get("temperature") == 1.0 for r in train)
+    # The cap on each LLM call travels with the rollouts (the workers' own 256 before).
+    assert all(r.sampling.get("max_tokens") == 40 for r in rows)
     # The starting weights, then version 2 (version 1 is not a multiple of eval_every).
     assert len(evals) == 4 and {str(r.start) for r in evals} == {"search"}
     assert all(r.sampling.get("temperature") == 0.0 for r in evals)

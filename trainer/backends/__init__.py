@@ -128,7 +128,7 @@ BACKENDS: dict[str, Backend] = {
                 *("group_size", "batch_groups", "max_staleness", "lr", "sample_mode"),
                 *("step_discount", "seed"),
             )
-            | _paths("sampling", "temperature")
+            | _paths("sampling", "temperature", "max_tokens")
             | _paths(
                 "schedule", "split", "train_starts", "eval_every", "eval_goals", "eval_temperature"
             )

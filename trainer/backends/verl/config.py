@@ -23,7 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from app.core.agent import AgentProtocol, agent_protocol
-from trainer.config import RunConfig, Schedule, TrainerConfig
+from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -47,6 +47,7 @@ VERL_KEYS: dict[str, str] = {
     "algorithm.lr": "actor_rollout_ref.actor.optim.lr",
     "algorithm.seed": "data.seed",
     "sampling.temperature": "actor_rollout_ref.rollout.temperature",
+    "sampling.max_tokens": "webshop.max_tokens",
     "schedule.split": "webshop.goal_split",
     "schedule.train_starts": "webshop.train_starts",
     "schedule.eval_every": "webshop.eval_every",
@@ -179,6 +180,7 @@ def run_config(config: DictConfig) -> RunConfig:
         return RunConfig(
             backend="verl",
             algorithm=TrainerConfig(**algorithm),
+            sampling=Sampling(**values["sampling"]),
             schedule=Schedule(**values["schedule"]),
         )
     except ValueError as exc:
@@ -192,7 +194,8 @@ def _name_key(message: str) -> str:
     for name in sorted((f.name for f in fields(TrainerConfig)), key=len, reverse=True):
         if name in names and name in message:
             return message.replace(name, f"{names[name]} ({name})", 1)
-    for name in (f.name for f in fields(Schedule)):
+    others = (f.name for f in (*fields(Sampling), *fields(Schedule)))
+    for name in sorted(others, key=len, reverse=True):  # eval_temperature before temperature
         if name in message:
             return message.replace(name, f"{names[name]} ({name})", 1)
     return message

@@ -331,10 +331,16 @@ class WebShopPPOTrainer(RayPPOTrainer):
             config,
             step,
             split=str(shop.goal_split),
-            sampling={"temperature": float(self.config.actor_rollout_ref.rollout.temperature)},
+            sampling={
+                "temperature": float(self.config.actor_rollout_ref.rollout.temperature),
+                "max_tokens": int(shop.max_tokens),
+            },
             starts=tuple(str(s) for s in shop.train_starts),
             eval_goals=int(shop.eval_goals) if shop.eval_every else 0,
-            eval_sampling={"temperature": float(shop.eval_temperature)},
+            eval_sampling={
+                "temperature": float(shop.eval_temperature),
+                "max_tokens": int(shop.max_tokens),
+            },
         )
         publisher = Publisher(
             sessions,

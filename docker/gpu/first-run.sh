@@ -78,7 +78,9 @@ run() {
   # HOST_SITE: more of the host's packages on the path (a CPU rehearsal's stand-in for them)
   # The checkout's code first: a fix made after the kit was built travels with the next call.
   export PYTHONPATH=$PWD:$SITE${HOST_SITE:+:$HOST_SITE} PATH=$SITE/bin:$PATH WSRL_DATA_DIR=$DATA
-  export PYTHONUNBUFFERED=1
+  # No network here: a model id not in the Hugging Face cache fails the preflight at once
+  # (name the carried folder with MODEL) rather than vLLM's download minutes later.
+  export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
   # JAX is on such hosts; once initialised it takes 75 % of the GPU for itself (seen: 60 GB
   # in use before verl's actor was built). Nothing here needs it on the GPU.
   export JAX_PLATFORMS=cpu XLA_PYTHON_CLIENT_PREALLOCATE=false

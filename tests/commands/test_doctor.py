@@ -140,6 +140,16 @@ def test_a_model_folder_without_config_fails(tmp_path: Path) -> None:
     assert "not cached" in model_check("no-such-org/no-such-model").detail
 
 
+def test_a_model_not_cached_fails_on_an_offline_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With HF_HUB_OFFLINE set (first-run.sh sets it), a Hub id that is not in the cache
+    cannot be downloaded at start: the preflight says so before Ray and vLLM start."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    check = model_check("no-such-org/no-such-model")
+    assert not check.ok
+    assert "not in the Hugging Face cache and HF_HUB_OFFLINE is set" in check.detail
+    assert "carry the model" in check.detail
+
+
 def test_wsrl_doctor_exits_1_and_prints_each_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     from app.config import get_settings
 

@@ -6,6 +6,7 @@ needs (:mod:`app.core.preflight`).
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -108,6 +109,12 @@ def model_check(path: str) -> Check:
         cached = try_to_load_from_cache(path, "config.json")
         if isinstance(cached, str):
             return f"{path} in the Hugging Face cache"
+        if os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}:
+            # Else vLLM and verl would each try the Hub minutes into the start, and fail.
+            raise FileNotFoundError(
+                f"{path} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: carry "
+                "the model to this host and name its folder"
+            )
         return f"{path} not cached: downloaded at start (needs network)"
 
     return check(

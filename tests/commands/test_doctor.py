@@ -133,7 +133,10 @@ def test_too_little_disk_fails() -> None:
     assert disk_check(config, free_bytes=2**40).ok
 
 
-def test_a_model_folder_without_config_fails(tmp_path: Path) -> None:
+def test_a_model_folder_without_config_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert not model_check(str(tmp_path)).ok
     (tmp_path / "config.json").write_text("{}")
     assert model_check(str(tmp_path)).ok

@@ -122,13 +122,11 @@ def shape_checkpoint(name: str, folder: Path, tokenizer_from: Path, device: str 
     layers = QWEN_SHAPES[name]["num_hidden_layers"]
     config.update(QWEN_SHAPES[name], dtype="bfloat16", layer_types=["full_attention"] * layers)
     config["rope_parameters"]["rope_theta"] = 1000000.0
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
     with torch.device(device):
-        model = Qwen2ForCausalLM(Qwen2Config.from_pretrained(folder)).to(torch.bfloat16)
+        model = Qwen2ForCausalLM(Qwen2Config.from_dict(config)).to(torch.bfloat16)
     model.save_pretrained(folder)
     params = sum(p.numel() for p in model.parameters())
-    # save_pretrained wrote this transformers' serialisation; keep the one written above.
+    # save_pretrained wrote this transformers' serialisation of it; keep the tiny's keys.
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     for file in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
                  "generation_config.json"):  # fmt: skip

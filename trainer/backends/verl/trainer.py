@@ -326,21 +326,19 @@ class WebShopPPOTrainer(RayPPOTrainer):
         self.global_steps = step
         backend = VerlBackend(self)
         backend.swap(version)
+        sampling = {
+            "temperature": float(self.config.actor_rollout_ref.rollout.temperature),
+            "max_tokens": int(shop.max_tokens),
+        }
         scheduler = Scheduler.for_run(
             self.settings,
             config,
             step,
             split=str(shop.goal_split),
-            sampling={
-                "temperature": float(self.config.actor_rollout_ref.rollout.temperature),
-                "max_tokens": int(shop.max_tokens),
-            },
+            sampling=sampling,
             starts=tuple(str(s) for s in shop.train_starts),
             eval_goals=int(shop.eval_goals) if shop.eval_every else 0,
-            eval_sampling={
-                "temperature": float(shop.eval_temperature),
-                "max_tokens": int(shop.max_tokens),
-            },
+            eval_sampling={**sampling, "temperature": float(shop.eval_temperature)},
         )
         publisher = Publisher(
             sessions,

@@ -50,7 +50,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.endpoint import EndpointStatus, next_version, resume_version
-from app.db.lifecycle import RolloutMode, RolloutStatus
+from app.core.enqueue import cancel_rollouts
+from app.db.lifecycle import UNFINISHED_ROLLOUT_STATUSES, RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
 from app.webshop.success import success_rate
@@ -401,39 +402,44 @@ class TrainLoop:
     def finish_evaluation(self, stop: threading.Event, since: Any, timeout_s: float) -> bool:
         """Wait until no evaluation episode queued since ``since`` is queued or running, so
         that the last version's round is played by the weights it evaluates before a
-        trainer that exits stops serving them; False when stopped or past ``timeout_s``
-        (what was left is said in the log)."""
+        trainer that exits stops serving them; False when stopped or past ``timeout_s``.
+        Then the episodes left are cancelled (:func:`app.core.enqueue.cancel_rollouts`):
+        played later, they would meet no server, or another trainer's weights under this
+        round's name; what was left is said in the log."""
         if self.scheduler is None or not self.options.eval_every:
             return True
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
         said = False
-        while not stop.is_set():
+        unfinished = select(Rollout.id).where(
+            Rollout.mode == RolloutMode.EVAL,
+            Rollout.status.in_(UNFINISHED_ROLLOUT_STATUSES),
+            Rollout.created_at >= since,
+        )
+        while True:
             with session_scope(self.sessions) as session:
-                pending = session.scalar(
-                    select(func.count())
-                    .select_from(Rollout)
-                    .where(
-                        Rollout.mode == RolloutMode.EVAL,
-                        Rollout.status.in_((RolloutStatus.QUEUED, RolloutStatus.RUNNING)),
-                        Rollout.created_at >= since,
-                    )
-                )
+                pending = session.scalars(unfinished).all()
             if not pending:
                 if self.eval_rounds is not None:
                     self.eval_rounds.log_finished()
                 return True
-            if time.monotonic() >= deadline:
-                logger.warning(
-                    "stopping with %d evaluation episodes of v%d unplayed (waited %.0f s)",
-                    pending,
-                    self.version,
-                    timeout_s,
-                )
-                return False
+            if stop.is_set() or time.monotonic() - started >= timeout_s:
+                break
             if not said:
                 logger.info(
-                    "waiting for the evaluation of v%d (%d episodes)", self.version, pending
+                    "waiting for the evaluation of v%d (%d episodes)", self.version, len(pending)
                 )
                 said = True
             stop.wait(self.options.poll_s)
+        with session_scope(self.sessions) as session:
+            cancelled = cancel_rollouts(
+                session,
+                f"cancelled: the trainer stopped at v{self.version} before it was played",
+                ids=pending,
+            )
+        logger.warning(
+            "stopping with %d evaluation episodes of v%d unplayed (waited %.0f s); cancelled",
+            len(cancelled),
+            self.version,
+            time.monotonic() - started,
+        )
         return False

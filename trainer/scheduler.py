@@ -30,13 +30,12 @@ from app.core.celery import create_celery
 from app.core.enqueue import choose_goals, enqueue_rollouts
 from app.core.evaluation import enqueue_evaluation
 from app.core.opening import parse_start
-from app.db.lifecycle import RolloutMode, RolloutStart, RolloutStatus
+from app.db.lifecycle import UNFINISHED_ROLLOUT_STATUSES, RolloutMode, RolloutStart
 from app.db.models import Rollout
 from trainer.config import TrainerConfig
 
 logger = logging.getLogger(__name__)
 
-OUTSTANDING = (RolloutStatus.QUEUED, RolloutStatus.RUNNING)
 # Seed of the held-out goal draw: the same goals for every evaluation of every run.
 EVAL_SEED = 20_251_122
 
@@ -46,7 +45,7 @@ def outstanding_groups(session: Session) -> int:
     return int(
         session.scalar(
             select(func.count(distinct(Rollout.group_id))).where(
-                Rollout.mode == RolloutMode.TRAIN, Rollout.status.in_(OUTSTANDING)
+                Rollout.mode == RolloutMode.TRAIN, Rollout.status.in_(UNFINISHED_ROLLOUT_STATUSES)
             )
         )
         or 0

@@ -18,7 +18,9 @@ of attempts, cancelled) apart, so an outage cannot pass for a low score. The exi
 is 1 when any of them failed for an infrastructure reason (env, LLM, database, Redis or a
 worker unreachable or lost: the score does not measure the policy), with the reasons on
 stderr. The wait polls Postgres through outages (an unreachable database is retried until
-``--timeout``).
+``--timeout``). Interrupted (Ctrl-C, exit 130) or past ``--timeout`` (exit 1), it cancels
+the rollouts it queued that have not finished, so that workers do not play them for
+nobody.
 """
 
 from __future__ import annotations
@@ -70,7 +72,14 @@ def eval_command(
     sessions = make_sessionmaker(engine)
     try:
         ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
-        outcomes = _wait_with_progress(sessions, ids, timeout)
+        try:
+            outcomes = _wait_with_progress(sessions, ids, timeout)
+        except EvalTimeout:
+            _cancel_unfinished(sessions, ids, f"gave up after --timeout {timeout:g}")
+            raise
+        except KeyboardInterrupt:
+            _cancel_unfinished(sessions, ids, "was interrupted")
+            raise typer.Exit(130) from None
     except (EnqueueError, EnvError, LookupError, EvalTimeout) as exc:
         raise fail(exc) from exc
     finally:
@@ -118,6 +127,21 @@ def _enqueue(
         ids = enqueue_evaluation(session, celery, goal_ids, settings=settings)
     console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
     return ids
+
+
+def _cancel_unfinished(sessions: sessionmaker[Session], ids: list[uuid.UUID], why: str) -> None:
+    """Cancel the evaluation's rollouts not played yet, so that workers do not play them for
+    nobody (a database that is down is said, not raised: the rollouts then stay queued)."""
+    from app.core.enqueue import cancel_rollouts
+    from app.db.session import DATABASE_DOWN, session_scope
+
+    try:
+        with session_scope(sessions) as session:
+            cancelled = cancel_rollouts(session, f"cancelled: `wsrl eval` {why}", ids=ids)
+    except DATABASE_DOWN as exc:
+        console.print(f"could not cancel the eval rollouts left (database unreachable): {exc}")
+        return
+    console.print(f"`wsrl eval` {why}: cancelled the {len(cancelled)} eval rollouts not finished")
 
 
 def _wait_with_progress(

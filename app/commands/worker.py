@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from typing import Annotated
 
 import typer
@@ -138,6 +139,47 @@ def enqueue(
     console.print(f"queued {len(rollout_ids)} {mode} rollouts")
 
 
+def cancel(
+    rollout_ids: Annotated[
+        list[str] | None, typer.Argument(help="Rollout ids (as `wsrl status` and the API show).")
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Every unfinished rollout of this mode: train or eval.")
+    ] = None,
+) -> None:
+    """Cancel rollouts not finished: queued ones are never played, running ones not kept."""
+    from app.core.enqueue import cancel_rollouts
+    from app.db.lifecycle import RolloutMode
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+
+    if not rollout_ids and mode is None:
+        raise fail("give rollout ids or --mode (train or eval)", code=2)
+    ids: list[uuid.UUID] = []
+    for value in rollout_ids or ():
+        try:
+            ids.append(uuid.UUID(value))
+        except ValueError:
+            raise fail(f"not a rollout id: {value!r}", code=2) from None
+    try:
+        chosen = None if mode is None else RolloutMode(mode)
+    except ValueError:
+        raise fail(f"--mode must be train or eval, not {mode!r}", code=2) from None
+    try:
+        engine = make_engine(get_settings())
+    except ServicesNotRunningError as exc:
+        raise fail(exc) from exc
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            cancelled = cancel_rollouts(
+                session, "cancelled: wsrl cancel", ids=ids or None, mode=chosen
+            )
+    finally:
+        engine.dispose()
+    console.print(f"cancelled {len(cancelled)} rollouts")
+    if len(cancelled) < len(ids):
+        console.print(f"{len(ids) - len(cancelled)} of the ids given had finished or do not exist")
+
+
 def reconcile(
     interval: Annotated[
         float | None, typer.Option(help="Seconds between passes (default: settings).")
@@ -215,5 +257,6 @@ def watch(
 def register(cli: typer.Typer) -> None:
     cli.command("worker")(worker)
     cli.command("enqueue")(enqueue)
+    cli.command("cancel")(cancel)
     cli.command("reconcile")(reconcile)
     cli.command("watch")(watch)

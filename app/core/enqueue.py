@@ -1,11 +1,13 @@
-"""Creating rollouts and sending their jobs: the service the API, the CLI and the trainer call.
+"""Creating rollouts, sending their jobs and cancelling them: the service the API, the CLI
+and the trainer call.
 
 Rows first, messages after the commit: :func:`enqueue_rollouts` adds rows to the caller's
 transaction and sends the Celery messages only once that transaction commits (a
 rollback sends nothing). If sending fails after the commit, the rows stay ``queued``
 and the reconciler sends them again (it finds queued rollouts whose message is not in the
 broker); Postgres decides what exists, Redis only carries work. An enqueue with an
-idempotency key is done at most once per key.
+idempotency key is done at most once per key. :func:`cancel_rollouts` ends rollouts that
+have not finished; their jobs stay in the broker and are no-ops when delivered.
 """
 
 from __future__ import annotations
@@ -30,8 +32,16 @@ from app.core.celery import ROLLOUT_TASK, queue_for_mode
 from app.core.env_client import EnvClient
 from app.core.llm import SAMPLING_FIELDS, SamplingOverrides
 from app.core.opening import parse_start
-from app.db.lifecycle import GoalSource, RolloutMode, RolloutStart, RolloutStatus
-from app.db.models import EnqueueRequest, Goal, Rollout
+from app.db.lifecycle import (
+    UNFINISHED_ROLLOUT_STATUSES,
+    AttemptStatus,
+    GoalSource,
+    RolloutMode,
+    RolloutStart,
+    RolloutStatus,
+    check_transition,
+)
+from app.db.models import Attempt, EnqueueRequest, Goal, Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +115,60 @@ def send_after_commit(
         send_rollouts(celery, jobs, countdown=countdown)
     except Exception:
         logger.exception("sending %d rollout jobs failed; the reconciler will resend", len(jobs))
+
+
+def cancel_rollouts(
+    session: Session,
+    reason: str,
+    *,
+    ids: Sequence[uuid.UUID] | None = None,
+    mode: RolloutMode | None = None,
+) -> list[uuid.UUID]:
+    """Cancel the rollouts among ``ids`` (and/or of ``mode``) that have not finished, in the
+    caller's transaction; returns the ids cancelled.
+
+    A ``queued`` rollout is never played: its job, still in the broker, is a no-op when a
+    worker takes it (a finished rollout is). A ``running`` one is ``cancelled`` at once and
+    its attempt ``failed`` with ``reason``; the worker playing it finds both at its finish
+    and writes nothing (:func:`workers.persistence.finish_attempt`), so the episode is never
+    trained on nor scored. A rollout finished meanwhile (the statement re-reads each row it
+    locks) is left as it is. Train groups with a cancelled rollout are complete and have
+    fewer samples; the trainer skips one with too few that succeeded.
+    """
+    if ids is None and mode is None:
+        raise ValueError("cancel_rollouts needs ids or a mode")
+    for old in UNFINISHED_ROLLOUT_STATUSES:
+        check_transition("rollout", old, RolloutStatus.CANCELLED)
+    check_transition("attempt", AttemptStatus.RUNNING, AttemptStatus.FAILED)
+    where = [Rollout.status.in_(UNFINISHED_ROLLOUT_STATUSES)]
+    if ids is not None:
+        where.append(Rollout.id.in_(list(ids)))
+    if mode is not None:
+        where.append(Rollout.mode == mode)
+    cancelled = list(
+        session.scalars(
+            update(Rollout)
+            .where(*where)
+            .values(
+                status=RolloutStatus.CANCELLED,
+                last_error=reason,
+                finished_at=func.now(),
+                deadline_at=None,
+            )
+            .returning(Rollout.id)
+            .execution_options(synchronize_session=False)
+        )
+    )
+    if cancelled:
+        session.execute(
+            update(Attempt)
+            .where(Attempt.rollout_id.in_(cancelled), Attempt.status == AttemptStatus.RUNNING)
+            .values(status=AttemptStatus.FAILED, error=reason, finished_at=func.now())
+            .execution_options(synchronize_session=False)
+        )
+        session.expire_all()
+        logger.info("cancelled %d rollouts: %s", len(cancelled), reason)
+    return cancelled
 
 
 def choose_goals(

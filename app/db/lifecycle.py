@@ -105,6 +105,7 @@ TRANSITIONS: dict[str, tuple[type[StrEnum], dict]] = {
 FINAL_ROLLOUT_STATUSES = frozenset(
     {RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.CANCELLED}
 )
+UNFINISHED_ROLLOUT_STATUSES = frozenset({RolloutStatus.QUEUED, RolloutStatus.RUNNING})
 
 
 class IllegalTransition(ValueError):

@@ -313,7 +313,16 @@ def test_the_wait_for_the_last_evaluation_is_bounded(
         with caplog.at_level(logging.WARNING, logger="trainer.loop"):
             trainer.loop.run(steps=1, wait_timeout_s=2, finish_evaluation=True)
         assert 2 <= time.monotonic() - started < 15
-        assert "evaluation episodes of v1 unplayed" in caplog.text
+        assert "4 evaluation episodes of v1 unplayed" in caplog.text
+        # Left queued, they would be played after the trainer stopped serving v1: against
+        # no server, or a later trainer's weights under v1's round.
+        with session_scope(sessions) as session:
+            left = session.execute(
+                select(Rollout.status, Rollout.last_error).where(Rollout.mode == RolloutMode.EVAL)
+            ).all()
+        assert [(str(s), e) for s, e in left] == [
+            ("cancelled", "cancelled: the trainer stopped at v1 before it was played")
+        ] * 4
     finally:
         trainer.close()
 

@@ -4,10 +4,12 @@ outlives a database restart (a real embedded PostgreSQL, stopped and started aga
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 from helpers.factories import make_goal, make_rollout
 from helpers.processes import REPO, WSRL, child_env, set_llm_fault
 from helpers.stack import RolloutStack, isolated_settings
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -101,6 +103,49 @@ def test_eval_of_rollouts_failed_by_an_outage_exits_1_and_says_so(
     said = " ".join(done.stderr.split())  # the console wraps long lines
     assert "3 of 3 rollouts did not complete (not in the score), 3 for an infrastructure" in said
     assert "3 x LLMUnavailable" in said
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["interrupted", "timeout"])
+def test_an_eval_that_stops_early_cancels_what_it_queued(
+    make_database: Callable[[], str], redis_url: str, tmp_path: Path, how: str
+) -> None:
+    """Ctrl-C (exit 130) or ``--timeout`` (exit 1): the episodes not played yet are
+    cancelled, not left for the workers to play for nobody (one thread, slow calls: most of
+    the 4 are still queued when it stops)."""
+    settings = isolated_settings(make_database, redis_url, tmp_path)
+    args = ["--timeout", "2"] if how == "timeout" else []
+    stack_of_one = {"workers": 1, "concurrency": 1, "llm_latency_ms": 500.0}
+    with RolloutStack.start(tmp_path, settings, **stack_of_one) as stack:
+        stderr = tmp_path / "eval.err"
+        with stderr.open("w") as err:
+            command = subprocess.Popen(
+                [*WSRL, "eval", "--split", "test", "--limit", "4", *args],
+                env=child_env(stack.settings),
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+            deadline = time.monotonic() + 60
+            while "queued 4 eval rollouts" not in stderr.read_text():
+                assert command.poll() is None and time.monotonic() < deadline, stderr.read_text()
+                time.sleep(0.1)
+            if how == "interrupted":
+                time.sleep(1.0)
+                command.send_signal(signal.SIGINT)
+            command.wait(timeout=60)
+        said = " ".join(stderr.read_text().split())
+        assert command.returncode == (130 if how == "interrupted" else 1), said
+        with session_scope(stack.sessions) as session:
+            eval_rows = select(Rollout.status).where(Rollout.mode == "eval")
+            statuses = Counter(str(s) for s in session.scalars(eval_rows))
+    why = "was interrupted" if how == "interrupted" else "gave up after --timeout 2"
+    cancelled = statuses["cancelled"]
+    assert f"`wsrl eval` {why}: cancelled the {cancelled} eval rollouts not finished" in said
+    assert cancelled >= 2, statuses
+    assert statuses["queued"] == statuses["running"] == 0, statuses
+    assert sum(statuses.values()) == 4
 
 
 @pytest.mark.slow

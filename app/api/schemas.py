@@ -80,6 +80,28 @@ class RolloutsCreated(BaseModel):
     count: int
 
 
+class RolloutCancel(BaseModel):
+    """The rollouts to cancel: these ``ids``, every one of ``mode``, or those of both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[uuid.UUID] | None = Field(None, min_length=1, max_length=10_000)
+    mode: RolloutMode | None = Field(None, description="Every unfinished rollout of this mode.")
+
+    @model_validator(mode="after")
+    def _something_chosen(self) -> RolloutCancel:
+        if self.ids is None and self.mode is None:
+            raise ValueError("give ids, a mode, or both")
+        return self
+
+
+class RolloutsCancelled(BaseModel):
+    """The rollouts this request cancelled (finished ones are left as they are)."""
+
+    ids: list[uuid.UUID]
+    count: int
+
+
 class AttemptOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.core.enqueue import expire_idempotency_keys
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStart, RolloutStatus
-from app.db.models import EnqueueRequest, Rollout
+from app.db.models import Attempt, EnqueueRequest, Rollout
 
 
 @pytest.fixture
@@ -401,3 +401,66 @@ def test_post_body_over_the_limit_413_from_a_real_server(api_app, api_server) ->
         timeout=30,
     )
     assert response.status_code == 413
+
+
+def test_cancel_ends_unfinished_rollouts_and_leaves_finished_ones(
+    client: TestClient, rows: Rows, db_engine: Engine
+) -> None:
+    queued, running, done = (
+        rows.rollout(mode=RolloutMode.EVAL),
+        rows.rollout(status=RolloutStatus.RUNNING),
+        rows.rollout(status=RolloutStatus.SUCCEEDED, reward=1.0),
+    )
+    rows.attempt(running, 1)
+    chosen = [str(i) for i in (queued, running, done, uuid.uuid4())]
+
+    response = client.post("/v1/rollouts/cancel", json={"ids": chosen}, headers=AUTH)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["count"] == 2 and sorted(body["ids"]) == sorted([str(queued), str(running)])
+    with Session(db_engine) as session:
+        status = {
+            r.id: (r.status, r.last_error)
+            for r in session.execute(
+                select(Rollout.id, Rollout.status, Rollout.last_error).where(
+                    Rollout.id.in_([queued, running, done])
+                )
+            )
+        }
+        attempt = session.execute(
+            select(Attempt.status, Attempt.error).where(Attempt.rollout_id == running)
+        ).one()
+    reason = "cancelled: POST /v1/rollouts/cancel"
+    assert status == {
+        queued: (RolloutStatus.CANCELLED, reason),
+        running: (RolloutStatus.CANCELLED, reason),
+        done: (RolloutStatus.SUCCEEDED, None),
+    }
+    assert tuple(attempt) == (AttemptStatus.FAILED, reason)
+    again = client.post("/v1/rollouts/cancel", json={"ids": chosen}, headers=AUTH)
+    assert again.json() == {"ids": [], "count": 0}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "give ids, a mode, or both"),
+        ({"ids": []}, "at least 1 item"),
+        ({"mode": "both"}, "'train' or 'eval'"),
+        ({"ids": ["not-a-uuid"]}, "valid UUID"),
+    ],
+)
+def test_cancel_without_a_valid_choice_is_a_422(
+    client: TestClient, body: dict[str, Any], message: str
+) -> None:
+    response = client.post("/v1/rollouts/cancel", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert message in response.text
+
+
+def test_cancel_needs_the_token(client: TestClient, rows: Rows, db_engine: Engine) -> None:
+    queued = rows.rollout()
+    response = client.post("/v1/rollouts/cancel", json={"ids": [str(queued)]})
+    assert response.status_code == 401
+    with Session(db_engine) as session:
+        assert session.get(Rollout, queued).status == RolloutStatus.QUEUED

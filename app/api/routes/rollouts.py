@@ -1,4 +1,4 @@
-"""Rollouts: enqueue episodes (POST, token required) and read their status (GET)."""
+"""Rollouts: enqueue and cancel episodes (POST, token required), read their status (GET)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,21 @@ from app.api.schemas import (
     UNAUTHORIZED,
     UNPARSABLE,
     AttemptOut,
+    RolloutCancel,
     RolloutCreate,
     RolloutDetail,
     RolloutOut,
     RolloutPage,
+    RolloutsCancelled,
     RolloutsCreated,
     error_responses,
 )
-from app.core.enqueue import EnqueueError, IdempotencyConflict, enqueue_rollouts
+from app.core.enqueue import (
+    EnqueueError,
+    IdempotencyConflict,
+    cancel_rollouts,
+    enqueue_rollouts,
+)
 from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Rollout
 
@@ -90,6 +97,23 @@ def create_rollouts(
     except EnqueueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
     return RolloutsCreated(ids=ids, count=len(ids))
+
+
+@writes.post(
+    "/cancel",
+    response_model=RolloutsCancelled,
+    responses=error_responses({**UNPARSABLE, 422: "Invalid body: no ids and no mode."}),
+)
+def cancel(body: RolloutCancel, session: SessionDep) -> RolloutsCancelled:
+    """Cancel the chosen rollouts that have not finished.
+
+    A queued one is never played (its job is a no-op when a worker takes it); a running
+    one's attempt ends ``failed`` and its worker records nothing of it. Finished rollouts
+    and unknown ids are left out of the answer; repeating the request cancels nothing more.
+    """
+    reason = "cancelled: POST /v1/rollouts/cancel"
+    ids = cancel_rollouts(session, reason, ids=body.ids, mode=body.mode)
+    return RolloutsCancelled(ids=ids, count=len(ids))
 
 
 @router.get("", response_model=RolloutPage)

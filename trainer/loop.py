@@ -374,7 +374,9 @@ class TrainLoop:
         """Train ``steps`` steps (None: until ``stop``); a wait past ``wait_timeout_s`` ends
         the run early. With ``finish_evaluation``, a run that trained all its steps then
         waits for its evaluation episodes still queued or running (the last version's
-        round), while its weights are still served: :meth:`finish_evaluation`."""
+        round), while its weights are still served, and a run that ends otherwise (stopped,
+        no batch in time) does not wait; either way the episodes left are cancelled:
+        :meth:`finish_evaluation`."""
         stop = stop or threading.Event()
         results: list[StepResult] = []
         started_at = self._now()
@@ -388,10 +390,12 @@ class TrainLoop:
             results.append(result)
             if on_step is not None:
                 on_step(result)
-        if finish_evaluation and steps is not None and len(results) >= steps:
-            wait_s = self.options.final_eval_wait_s
-            if wait_timeout_s is not None:
-                wait_s = min(wait_s, wait_timeout_s)
+        if finish_evaluation:
+            wait_s = 0.0  # stopped, or no batch came: the trainer is leaving
+            if steps is not None and len(results) >= steps:
+                wait_s = self.options.final_eval_wait_s
+                if wait_timeout_s is not None:
+                    wait_s = min(wait_s, wait_timeout_s)
             self.finish_evaluation(stop, started_at, wait_s)
         return results
 

@@ -327,6 +327,26 @@ def test_the_wait_for_the_last_evaluation_is_bounded(
         trainer.close()
 
 
+def test_a_stopped_run_cancels_its_evaluation_at_once(
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path, caplog
+) -> None:
+    """Ctrl-C (``make dev``) mid-run: the rounds in flight are cancelled without the wait
+    a run that trained all its steps gives its last round."""
+    trainer = _one_step_evaluating_every_version(fresh_settings, sessions, tiny_checkpoint)
+    stop = threading.Event()
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="trainer.loop"):
+            trainer.loop.run(None, stop, on_step=lambda _: stop.set(), finish_evaluation=True)
+        assert time.monotonic() - started < 15
+        assert "4 evaluation episodes of v1 unplayed (waited 0 s); cancelled" in caplog.text
+        with session_scope(sessions) as session:
+            left = session.scalars(select(Rollout.status).where(Rollout.mode == RolloutMode.EVAL))
+            assert [str(s) for s in left] == ["cancelled"] * 4
+    finally:
+        trainer.close()
+
+
 def test_the_published_endpoint_names_the_advertised_host(
     fresh_settings: Settings, tiny_checkpoint: Path
 ) -> None:

@@ -131,8 +131,8 @@ def cancel_rollouts(
     worker takes it (a finished rollout is). A ``running`` one is ``cancelled`` at once and
     its attempt ``failed`` with ``reason``; the worker playing it finds both at its finish
     and writes nothing (:func:`workers.persistence.finish_attempt`), so the episode is never
-    trained on nor scored. A rollout finished meanwhile (the statement re-reads each row it
-    locks) is left as it is. Train groups with a cancelled rollout are complete and have
+    trained on nor scored. A rollout finished meanwhile (the lock re-reads each row) is left
+    as it is. Train groups with a cancelled rollout are complete and have
     fewer samples; the trainer skips one with too few that succeeded.
     """
     if ids is None and mode is None:
@@ -145,21 +145,24 @@ def cancel_rollouts(
         where.append(Rollout.id.in_(list(ids)))
     if mode is not None:
         where.append(Rollout.mode == mode)
+    # Locked in id order (as a heartbeat's index scan over its ids locks them), rollouts
+    # before attempts (as every status change): a heartbeat or another cancel over the
+    # same rows waits instead of deadlocking.
     cancelled = list(
-        session.scalars(
+        session.scalars(select(Rollout.id).where(*where).order_by(Rollout.id).with_for_update())
+    )
+    if cancelled:
+        session.execute(
             update(Rollout)
-            .where(*where)
+            .where(Rollout.id.in_(cancelled))
             .values(
                 status=RolloutStatus.CANCELLED,
                 last_error=reason,
                 finished_at=func.now(),
                 deadline_at=None,
             )
-            .returning(Rollout.id)
             .execution_options(synchronize_session=False)
         )
-    )
-    if cancelled:
         session.execute(
             update(Attempt)
             .where(Attempt.rollout_id.in_(cancelled), Attempt.status == AttemptStatus.RUNNING)

@@ -20,11 +20,13 @@ worker unreachable or lost: the score does not measure the policy), with the rea
 stderr. The wait polls Postgres through outages (an unreachable database is retried until
 ``--timeout``). Interrupted (Ctrl-C, exit 130) or past ``--timeout`` (exit 1), it cancels
 the rollouts it queued that have not finished, so that workers do not play them for
-nobody.
+nobody; the Ctrl-C is taken between two polls, never inside a query.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import uuid
 from typing import TYPE_CHECKING, Annotated
 
@@ -57,7 +59,7 @@ def eval_command(
     from app.config import ServicesNotRunningError, get_settings
     from app.core.enqueue import EnqueueError
     from app.core.env_client import EnvError
-    from app.core.evaluation import EvalTimeout, score_of
+    from app.core.evaluation import EvalStopped, EvalTimeout, score_of
     from app.db.session import make_engine, make_sessionmaker
     from workers.celery_app import get_app
 
@@ -72,14 +74,21 @@ def eval_command(
     sessions = make_sessionmaker(engine)
     try:
         ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
+        # Ctrl-C from here on sets an event the wait checks between its polls, never
+        # interrupting a query; the rollouts not finished are then cancelled.
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
         try:
-            outcomes = _wait_with_progress(sessions, ids, timeout)
+            console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
+            outcomes = _wait_with_progress(sessions, ids, timeout, stop)
         except EvalTimeout:
             _cancel_unfinished(sessions, ids, f"gave up after --timeout {timeout:g}")
             raise
-        except KeyboardInterrupt:
+        except EvalStopped:
             _cancel_unfinished(sessions, ids, "was interrupted")
             raise typer.Exit(130) from None
+        finally:
+            signal.signal(signal.SIGINT, previous)
     except (EnqueueError, EnvError, LookupError, EvalTimeout) as exc:
         raise fail(exc) from exc
     finally:
@@ -125,7 +134,6 @@ def _enqueue(
                 redis.close()
             console.print(f"published {model} at {base_url} as policy version {version}")
         ids = enqueue_evaluation(session, celery, goal_ids, settings=settings)
-    console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
     return ids
 
 
@@ -145,7 +153,10 @@ def _cancel_unfinished(sessions: sessionmaker[Session], ids: list[uuid.UUID], wh
 
 
 def _wait_with_progress(
-    sessions: sessionmaker[Session], ids: list[uuid.UUID], timeout: float
+    sessions: sessionmaker[Session],
+    ids: list[uuid.UUID],
+    timeout: float,
+    stop: threading.Event | None = None,
 ) -> list[Outcome]:
     """A bar on a terminal, a plain line every 10 s otherwise (:class:`WorkProgress`)."""
     from app.core import evaluation
@@ -158,6 +169,7 @@ def _wait_with_progress(
             timeout,
             lambda done: progress.update("evaluating", done, len(ids)),
             say=console.print,
+            stop=stop,
         )
 
 

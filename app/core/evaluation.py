@@ -16,6 +16,7 @@ the rollouts that never completed counted apart, so an outage cannot pass for a 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -45,6 +46,10 @@ POLL_S = 0.5
 
 class EvalTimeout(TimeoutError):
     """Rollouts of an evaluation were still unfinished when the wait's time was up."""
+
+
+class EvalStopped(RuntimeError):
+    """The wait was asked to stop (its ``stop`` event set, by Ctrl-C in ``wsrl eval``)."""
 
 
 class Outcome(NamedTuple):
@@ -149,13 +154,18 @@ def wait_for_rollouts(
     on_progress: Callable[[int], None],
     *,
     say: Callable[[str], None] = logger.warning,
+    stop: threading.Event | None = None,
 ) -> list[Outcome]:
     """Poll until every rollout is final and return their outcomes.
 
     An unreachable database (restarting, failing over) is retried on the next poll, with
     one message (to ``say``) when it goes and one when it is back. Raises
-    :class:`EvalTimeout`, naming how many are left, when ``timeout`` passes.
+    :class:`EvalTimeout`, naming how many are left, when ``timeout`` passes, and
+    :class:`EvalStopped` between two polls once ``stop`` is set (a Ctrl-C turned into an
+    event, so that it never lands inside a query: psycopg's own handling of one can wait
+    for an answer that already came).
     """
+    stop = stop or threading.Event()
     deadline = time.monotonic() + timeout
     down_since: float | None = None
     done: list = []
@@ -184,7 +194,8 @@ def wait_for_rollouts(
                 f"{len(ids) - len(done)} of {len(ids)} eval rollouts unfinished after "
                 f"{timeout:g}s (are workers consuming the 'eval' queue?)"
             )
-        time.sleep(POLL_S)
+        if stop.wait(POLL_S):
+            raise EvalStopped(f"{len(ids) - len(done)} of {len(ids)} eval rollouts unfinished")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.core.evaluation import EvalTimeout, Outcome, score_of, wait_for_rollouts
+from app.core.evaluation import EvalStopped, EvalTimeout, Outcome, score_of, wait_for_rollouts
 from app.db import migrate
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Rollout
@@ -70,6 +70,14 @@ def test_the_wait_gives_up_at_its_timeout_naming_what_is_left(db_engine: Engine)
     ids = [uuid.uuid4(), uuid.uuid4()]
     with pytest.raises(EvalTimeout, match=r"2 of 2 eval rollouts unfinished after 0s .*'eval'"):
         wait_for_rollouts(make_sessionmaker(db_engine), ids, 0, lambda _: None)
+
+
+def test_the_wait_stops_between_polls_when_asked(db_engine: Engine) -> None:
+    stop = threading.Event()
+    stop.set()
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    with pytest.raises(EvalStopped, match=r"^2 of 2 eval rollouts unfinished$"):
+        wait_for_rollouts(make_sessionmaker(db_engine), ids, 60, lambda _: None, stop=stop)
 
 
 @pytest.mark.slow
@@ -123,12 +131,12 @@ def test_an_eval_that_stops_early_cancels_what_it_queued(
                 [*WSRL, "eval", "--split", "test", "--limit", "4", *args],
                 env=child_env(stack.settings),
                 cwd=REPO,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
                 stderr=err,
                 text=True,
             )
             deadline = time.monotonic() + 60
-            while "queued 4 eval rollouts" not in stderr.read_text():
+            while "queued 4 eval rollouts on split 'test'" not in stderr.read_text():
                 assert command.poll() is None and time.monotonic() < deadline, stderr.read_text()
                 time.sleep(0.1)
             if how == "interrupted":

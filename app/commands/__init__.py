@@ -7,12 +7,17 @@ dependencies (torch, transformers, the catalog) inside their commands, so that
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
@@ -22,6 +27,25 @@ def fail(message: object, code: int = 1) -> typer.Exit:
     error such as a flag the command cannot honour) for the caller to raise."""
     err_console.print(f"[red]Error:[/red] {message}")
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def database_session() -> Iterator[Session]:
+    """One transaction on the configured database for a command (committed at the end),
+    on an engine disposed after it; embedded services that are not running are an
+    ``Error:`` line with the fix."""
+    from app.config import ServicesNotRunningError, get_settings
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+
+    try:
+        engine = make_engine(get_settings())
+    except ServicesNotRunningError as exc:
+        raise fail(exc) from exc
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()
 
 
 def service_failure(exc: BaseException) -> str | None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from app.commands import fail
+from app.commands import database_session, fail
 from app.core.intervals import mean_half_width, rate_half_width
 
 console = Console(highlight=False)
@@ -101,20 +101,11 @@ def report(
     out: Annotated[Path, typer.Option(help="PNG file to write.")] = Path("report.png"),
 ) -> None:
     """Plot reward and success by policy version (train and eval) into OUT."""
-    from app.config import ServicesNotRunningError, get_settings
     from app.db.performance import evaluation_rounds, performance_rows, version_span
-    from app.db.session import make_engine, make_sessionmaker, session_scope
 
-    try:
-        engine = make_engine(get_settings())
-    except ServicesNotRunningError as exc:
-        raise fail(exc) from exc
-    try:
-        with session_scope(make_sessionmaker(engine)) as session:
-            rows = [r for r in performance_rows(session) if r["mode"] != "eval"]
-            rounds = [{**r, "mode": "eval"} for r in evaluation_rounds(session)]
-    finally:
-        engine.dispose()
+    with database_session() as session:
+        rows = [r for r in performance_rows(session) if r["mode"] != "eval"]
+        rounds = [{**r, "mode": "eval"} for r in evaluation_rounds(session)]
     if not rows and not rounds:
         raise fail(
             "no finished rollouts with a policy version yet; run "

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from app.commands import fail
+from app.commands import database_session, fail
 from app.config import ServicesNotRunningError, get_settings
 
 console = Console(soft_wrap=True)
@@ -150,7 +150,6 @@ def cancel(
     """Cancel rollouts not finished: queued ones are never played, running ones not kept."""
     from app.core.enqueue import cancel_rollouts
     from app.db.lifecycle import RolloutMode
-    from app.db.session import make_engine, make_sessionmaker, session_scope
 
     if not rollout_ids and mode is None:
         raise fail("give rollout ids or --mode (train or eval)", code=2)
@@ -164,17 +163,8 @@ def cancel(
         chosen = None if mode is None else RolloutMode(mode)
     except ValueError:
         raise fail(f"--mode must be train or eval, not {mode!r}", code=2) from None
-    try:
-        engine = make_engine(get_settings())
-    except ServicesNotRunningError as exc:
-        raise fail(exc) from exc
-    try:
-        with session_scope(make_sessionmaker(engine)) as session:
-            cancelled = cancel_rollouts(
-                session, "cancelled: wsrl cancel", ids=ids or None, mode=chosen
-            )
-    finally:
-        engine.dispose()
+    with database_session() as session:
+        cancelled = cancel_rollouts(session, "cancelled: wsrl cancel", ids=ids or None, mode=chosen)
     console.print(f"cancelled {len(cancelled)} rollouts")
     if len(cancelled) < len(ids):
         console.print(f"{len(ids) - len(cancelled)} of the ids given had finished or do not exist")

@@ -162,8 +162,7 @@ def wait_for_rollouts(
     one message (to ``say``) when it goes and one when it is back. Raises
     :class:`EvalTimeout`, naming how many are left, when ``timeout`` passes, and
     :class:`EvalStopped` between two polls once ``stop`` is set (a Ctrl-C turned into an
-    event, so that it never lands inside a query: psycopg's own handling of one can wait
-    for an answer that already came).
+    event, so that it never lands inside a query or the connection pool's code).
     """
     stop = stop or threading.Event()
     deadline = time.monotonic() + timeout

@@ -12,7 +12,8 @@ rollouts and measures:
   whole-batch ``ratio`` also counts the batch's ramp-up and its ragged end, which a
   long-running pool does not have (with 4 rounds they are 4-8 % of the run);
 - ``ideal``: ``C / (mean steps x LLM latency)``, what C threads would do if an episode
-  cost nothing but its LLM calls; ``ratio = eps / ideal``;
+  cost nothing but its LLM calls; ``ratio = eps / ideal``. It bounds the run only while
+  the LLM answers at most C calls at once, which the stand-in counts and the run prints;
 - the share of an episode's wall time (attempt start to finish) spent in the LLM, in the
   env and elsewhere (agent, persistence), and the idle share of the worker threads
   (``1 - sum(episode wall) / (C x run wall)``: queue hand-off and start-up);
@@ -321,9 +322,9 @@ def run_level(
         counts_before = _probe_counts(probe, pids)
         server_before = _server_snapshot(admin, broker, database)
         before = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
-        calls_before, llm_s_before = _stand_in_served(services[1].url)
+        calls_before, llm_s_before, _ = _stand_in_served(services[1].url, reset_peak=True)
         ids = _run_batch(sessions, celery, settings, goal_ids, concurrency * rounds)
-        calls_after, llm_s_after = _stand_in_served(services[1].url)
+        calls_after, llm_s_after, peak = _stand_in_served(services[1].url)
         after = {name: _cpu_s(p) for name, p in _cpu_groups(workers, services).items()}
         server = _server_delta(server_before, _server_snapshot(admin, broker, database))
         counts = _probe_counts(probe, pids)
@@ -331,6 +332,7 @@ def run_level(
         result = measure(sessions, ids, concurrency, llm_s)
         calls = calls_after - calls_before
         result["llm_own_ms"] = 1000 * (llm_s_after - llm_s_before) / calls if calls else math.nan
+        result["llm_peak"] = peak
         n = len(ids)
         for name in before:
             result[f"cpu_{name}_ms"] = 1000 * (after[name] - before[name]) / n
@@ -350,13 +352,17 @@ def run_level(
             worker.stop()
 
 
-def _stand_in_served(llm_url: str) -> tuple[int, float]:
-    """The completions the scripted LLM answered so far, and its own seconds on them
-    (arrival to answer, its latency included)."""
+def _stand_in_served(llm_url: str, *, reset_peak: bool = False) -> tuple[int, float, int]:
+    """The completions the scripted LLM answered so far, its own seconds on them (arrival
+    to answer, its latency included) and the most it answered at once since the last
+    ``reset_peak`` (which starts a new count)."""
     root = llm_url.removesuffix("/").removesuffix("/v1")
+    if reset_peak:
+        request = urllib.request.Request(f"{root}/admin/stats/reset-peak", method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
     with urllib.request.urlopen(f"{root}/admin/stats", timeout=10) as answer:
         stats = json.load(answer)
-    return stats["completions"], stats["completion_s"]
+    return stats["completions"], stats["completion_s"], stats["peak_in_flight"]
 
 
 def _cpu_groups(workers, services) -> dict[str, list[int]]:
@@ -499,7 +505,11 @@ def main() -> None:
             )
         print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
         for level, result in results:
-            print(f"  C={level}: {result['llm_own_ms']:.2f} ms")
+            bound = "" if result["llm_peak"] <= level else " (more than C: the ideal is no bound)"
+            print(
+                f"  C={level}: {result['llm_own_ms']:.2f} ms, at most {result['llm_peak']} "
+                f"calls at once{bound}"
+            )
         for level, result in results:
             print(f"work per episode at C={level}:")
             for group, values in result["work"].items():

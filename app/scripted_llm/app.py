@@ -69,6 +69,10 @@ class Stats:
         # Seconds from a completion's arrival to its answer, summed: the stand-in's own
         # time per call, its added latency included (benchmarks compare calls against it).
         self.completion_s = 0.0
+        # Completions being answered now, and the most at once since the last reset: what
+        # bounds a benchmark's ideal (C calls at once at most).
+        self.in_flight = 0
+        self.peak_in_flight = 0
 
 
 def make_policy(
@@ -282,6 +286,14 @@ def create_app(
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
+        stats.in_flight += 1
+        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+        try:
+            return await _chat(request)
+        finally:
+            stats.in_flight -= 1
+
+    async def _chat(request: Request) -> Response:
         arrived = time.perf_counter()
         stats.requests += 1
         try:
@@ -344,6 +356,11 @@ def create_app(
         logger.info("fault set to %s (count %s)", body.mode, body.count)
         return _json({**faults.as_dict(), **state})
 
+    @app.post("/admin/stats/reset-peak")
+    async def reset_peak() -> Response:
+        stats.peak_in_flight = stats.in_flight
+        return _json({"peak_in_flight": stats.peak_in_flight})
+
     @app.get("/admin/stats")
     async def get_stats() -> Response:
         return _json(
@@ -352,6 +369,7 @@ def create_app(
                 "completions": stats.completions,
                 "oracle_goal_misses": stats.oracle_goal_misses,
                 "completion_s": stats.completion_s,
+                "peak_in_flight": stats.peak_in_flight,
                 "faults_served": dict(faults.served),
             }
         )

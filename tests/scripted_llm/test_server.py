@@ -182,3 +182,23 @@ def test_concurrent_calls_all_take_about_the_latency(http: httpx.Client, rule_se
     wall = time.monotonic() - started
     assert min(latencies) >= 0.4
     assert wall < 4.0, f"128 calls at 400 ms took {wall:.2f}s in all"
+
+
+def test_peak_in_flight_counts_calls_answered_at_once(http: httpx.Client, rule_server) -> None:
+    """What bounds a benchmark's ideal: the most completions in flight since the reset."""
+    http.post("/admin/faults", json={"mode": "ok", "latency_ms": 300}).raise_for_status()
+    assert http.post("/admin/stats/reset-peak").json() == {"peak_in_flight": 0}
+
+    async def calls(n: int) -> None:
+        async with httpx.AsyncClient(base_url=rule_server.url, timeout=30) as c:
+            answers = await asyncio.gather(
+                *(c.post("/v1/chat/completions", json=_body()) for _ in range(n))
+            )
+        for answer in answers:
+            answer.raise_for_status()
+
+    asyncio.run(calls(5))
+    assert http.get("/admin/stats").json()["peak_in_flight"] == 5
+    http.post("/admin/stats/reset-peak").raise_for_status()
+    asyncio.run(calls(2))
+    assert http.get("/admin/stats").json()["peak_in_flight"] == 2

@@ -20,7 +20,8 @@ worker unreachable or lost: the score does not measure the policy), with the rea
 stderr. The wait polls Postgres through outages (an unreachable database is retried until
 ``--timeout``). Interrupted (Ctrl-C, exit 130) or past ``--timeout`` (exit 1), it cancels
 the rollouts it queued that have not finished, so that workers do not play them for
-nobody; the Ctrl-C is taken between two polls, never inside a query.
+nobody; a Ctrl-C is taken once the step under way is done (the queueing, a poll), never
+inside a query, and a second one quits at once.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from rich.console import Console
 from app.commands import fail
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
     from celery import Celery
     from sqlalchemy.orm import Session, sessionmaker
 
@@ -72,13 +76,12 @@ def eval_command(
     except ServicesNotRunningError as exc:
         raise fail(exc) from exc
     sessions = make_sessionmaker(engine)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, _deferred_interrupt(stop))
     try:
-        ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
-        # Ctrl-C from here on sets an event the wait checks between its polls, never
-        # interrupting a query; the rollouts not finished are then cancelled.
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+        ids: list[uuid.UUID] = []
         try:
+            ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
             console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
             outcomes = _wait_with_progress(sessions, ids, timeout, stop)
         except EvalTimeout:
@@ -87,11 +90,10 @@ def eval_command(
         except EvalStopped:
             _cancel_unfinished(sessions, ids, "was interrupted")
             raise typer.Exit(130) from None
-        finally:
-            signal.signal(signal.SIGINT, previous)
     except (EnqueueError, EnvError, LookupError, EvalTimeout) as exc:
         raise fail(exc) from exc
     finally:
+        signal.signal(signal.SIGINT, previous)
         engine.dispose()
     result = score_of(outcomes)
     if result.failed:
@@ -104,6 +106,22 @@ def eval_command(
     typer.echo(result.line())
     if result.infrastructure:
         raise typer.Exit(1)
+
+
+def _deferred_interrupt(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
+    """A SIGINT handler: the first Ctrl-C sets ``stop``, which the command takes once the
+    step under way is done (queueing completes, a poll is not cut inside its query), so
+    what it queued is cancelled rather than left half-made; a second one quits at once."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        console.print(
+            "stopping: the eval rollouts queued will be cancelled (Ctrl-C again to quit now)"
+        )
+
+    return handler
 
 
 def _enqueue(

@@ -4,15 +4,18 @@ outlives a database restart (a real embedded PostgreSQL, stopped and started aga
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers.factories import make_goal, make_rollout
 from helpers.processes import REPO, WSRL, child_env, set_llm_fault
@@ -113,20 +116,41 @@ def test_eval_of_rollouts_failed_by_an_outage_exits_1_and_says_so(
     assert "3 x LLMUnavailable" in said
 
 
+@contextlib.contextmanager
+def _continued(pid: int) -> Iterator[None]:
+    """Whatever happens inside, the process is not left stopped (SIGCONT is harmless)."""
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _wait_until(condition: Callable[[], bool], command: subprocess.Popen, said: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert command.poll() is None and time.monotonic() < deadline, said.read_text()
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["interrupted", "timeout"])
+@pytest.mark.parametrize("how", ["interrupted", "interrupted while queueing", "timeout"])
 def test_an_eval_that_stops_early_cancels_what_it_queued(
     make_database: Callable[[], str], redis_url: str, tmp_path: Path, how: str
 ) -> None:
     """Ctrl-C (exit 130) or ``--timeout`` (exit 1): the episodes not played yet are
     cancelled, not left for the workers to play for nobody (one thread, slow calls: most of
-    the 4 are still queued when it stops)."""
+    the 4 are still queued when it stops). A Ctrl-C while the command is still queueing
+    (here: loading the split's goals from an env server held with SIGSTOP) lets the
+    queueing finish, then cancels all it queued."""
     settings = isolated_settings(make_database, redis_url, tmp_path)
     args = ["--timeout", "2"] if how == "timeout" else []
     stack_of_one = {"workers": 1, "concurrency": 1, "llm_latency_ms": 500.0}
     with RolloutStack.start(tmp_path, settings, **stack_of_one) as stack:
         stderr = tmp_path / "eval.err"
-        with stderr.open("w") as err:
+        env_port = int(stack.env.url.rsplit(":", 1)[1])
+        if how == "interrupted while queueing":
+            os.kill(stack.env.pid, signal.SIGSTOP)
+        with stderr.open("w") as err, _continued(stack.env.pid):
             command = subprocess.Popen(
                 [*WSRL, "eval", "--split", "test", "--limit", "4", *args],
                 env=child_env(stack.settings),
@@ -135,23 +159,32 @@ def test_an_eval_that_stops_early_cancels_what_it_queued(
                 stderr=err,
                 text=True,
             )
-            deadline = time.monotonic() + 60
-            while "queued 4 eval rollouts on split 'test'" not in stderr.read_text():
-                assert command.poll() is None and time.monotonic() < deadline, stderr.read_text()
-                time.sleep(0.1)
+            if how == "interrupted while queueing":
+
+                def asks_the_env() -> bool:
+                    connections = psutil.Process(command.pid).net_connections(kind="tcp")
+                    return any(c.raddr and c.raddr.port == env_port for c in connections)
+
+                _wait_until(asks_the_env, command, stderr)
+                command.send_signal(signal.SIGINT)
+                _wait_until(lambda: "stopping:" in stderr.read_text(), command, stderr)
+                os.kill(stack.env.pid, signal.SIGCONT)
+            else:
+                queued = "queued 4 eval rollouts on split 'test'"
+                _wait_until(lambda: queued in stderr.read_text(), command, stderr)
             if how == "interrupted":
                 time.sleep(1.0)
                 command.send_signal(signal.SIGINT)
             command.wait(timeout=60)
         said = " ".join(stderr.read_text().split())
-        assert command.returncode == (130 if how == "interrupted" else 1), said
+        assert command.returncode == (1 if how == "timeout" else 130), said
         with session_scope(stack.sessions) as session:
             eval_rows = select(Rollout.status).where(Rollout.mode == "eval")
             statuses = Counter(str(s) for s in session.scalars(eval_rows))
-    why = "was interrupted" if how == "interrupted" else "gave up after --timeout 2"
+    why = "gave up after --timeout 2" if how == "timeout" else "was interrupted"
     cancelled = statuses["cancelled"]
     assert f"`wsrl eval` {why}: cancelled the {cancelled} eval rollouts not finished" in said
-    assert cancelled >= 2, statuses
+    assert cancelled == 4 if how == "interrupted while queueing" else cancelled >= 2, statuses
     assert statuses["queued"] == statuses["running"] == 0, statuses
     assert sum(statuses.values()) == 4
 

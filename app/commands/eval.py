@@ -79,10 +79,9 @@ def eval_command(
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, _deferred_interrupt(stop))
     try:
-        ids: list[uuid.UUID] = []
+        ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
+        console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
         try:
-            ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
-            console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
             outcomes = _wait_with_progress(sessions, ids, timeout, stop)
         except EvalTimeout:
             _cancel_unfinished(sessions, ids, f"gave up after --timeout {timeout:g}")

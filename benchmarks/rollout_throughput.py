@@ -7,10 +7,15 @@ database and a Redis db of its own, and for each concurrency C enqueues ``C x ro
 rollouts and measures:
 
 - ``eps``: finished episodes per second, from the first start to the last finish;
-- ``steady``: the same ratio in the steady state only, from the moment all C threads
-  first run an episode to the last start (after which threads run out of work): the
-  whole-batch ``ratio`` also counts the batch's ramp-up and its ragged end, which a
-  long-running pool does not have (with 4 rounds they are 4-8 % of the run);
+- ``steady``: the same ratio in the steady state only, from each worker process's cycle
+  (an episode's start to the next start on its thread) over the second half of its
+  starts (:func:`steady_eps`). A
+  batch enqueued at once starts every thread together, and with a stand-in answering
+  every call in the same time the episodes keep in step for the first rounds: their
+  steps, finishes and starts come in waves that queue for the two cores, and the
+  start-to-start cycle of a round (printed by round) falls for 3-4 rounds before it
+  settles, as the order each wave is served in spreads the episodes apart. The
+  whole-batch ``ratio`` counts those rounds, the batch's ramp-up and its ragged end;
 - ``ideal``: ``C / (mean steps x LLM latency)``, what C threads would do if an episode
   cost nothing but its LLM calls; ``ratio = eps / ideal``. It bounds the run only while
   the LLM answers at most C calls at once, which the stand-in counts and the run prints;
@@ -134,7 +139,8 @@ def measure(sessions, ids: list[uuid.UUID], concurrency: int, llm_s: float) -> d
         "eps": eps,
         "ideal": ideal,
         "ratio": eps / ideal,
-        "steady": steady_eps(rows, concurrency) / ideal,
+        "steady": steady_eps(rows) / ideal,
+        "cycles": cycles_by_round(rows),
         "llm_share": (llm_ms or 0) / 1000 / busy_s,
         "env_share": (env_ms or 0) / 1000 / busy_s,
         "other_share": 1 - ((llm_ms or 0) + (env_ms or 0)) / 1000 / busy_s,
@@ -153,10 +159,7 @@ def handoff_ms(rows) -> dict[str, float]:
     commit, the acknowledgement, the broker's delivery of the next message and the
     pool's start of it."""
     gaps: list[float] = []
-    by_worker: dict[str, list] = collections.defaultdict(list)
-    for r in rows:
-        by_worker[r.worker].append(r)
-    for worker_rows in by_worker.values():
+    for worker_rows in _by_worker(rows).values():
         starts = sorted(r.started_at.timestamp() for r in worker_rows)
         finishes = sorted(r.finished_at.timestamp() for r in worker_rows)
         peak = max(running for _, running in _running(worker_rows))
@@ -174,16 +177,53 @@ def handoff_ms(rows) -> dict[str, float]:
     }
 
 
-def steady_eps(rows, concurrency: int) -> float:
-    """Episodes finished per second between the first moment ``concurrency`` episodes run
-    at once and the last start (see the module docstring); NaN when there is no such
-    window."""
-    full_at = next((at for at, running in _running(rows) if running >= concurrency), None)
-    last_start = max(r.started_at.timestamp() for r in rows)
-    if full_at is None or last_start <= full_at:
-        return float("nan")
-    finished = sum(1 for r in rows if full_at < r.finished_at.timestamp() <= last_start)
-    return finished / (last_start - full_at)
+def steady_eps(rows) -> float:
+    """Episodes per second in the steady state: in each worker process running ``c``
+    episodes at once, ``c`` over the mean cycle (:func:`slot_cycles`) of the second half
+    of its starts, summed over the processes; NaN when a process has no such cycle.
+
+    The first half is left out as the batch's start-up: a batch enqueued at once starts
+    every thread together, and its episodes keep in step for the first rounds (the
+    module docstring). Cycles are counted rather than episodes in a window: a window's
+    edges are the latest of many threads (the last to start, the last start), later
+    than a typical one by more the longer the batch has run, and starts come in waves,
+    so a count between two of them says more about the waves than about the rate."""
+    total = 0.0
+    for worker_rows in _by_worker(rows).values():
+        peak, cycles = slot_cycles(worker_rows)
+        second_half = cycles[len(cycles) // 2 :]
+        if not second_half:
+            return float("nan")
+        total += peak / (statistics.mean(second_half) / 1000)
+    return total
+
+
+def slot_cycles(worker_rows) -> tuple[int, list[float]]:
+    """``(c, cycles)`` of one worker process running at most ``c`` episodes at once: the
+    milliseconds from each start to the start of the episode that replaced it on its
+    thread, in start order (the i-th start is replaced by the (c + i)-th)."""
+    starts = sorted(r.started_at.timestamp() for r in worker_rows)
+    peak = max(running for _, running in _running(worker_rows))
+    return peak, [1000 * (starts[i + peak] - starts[i]) for i in range(len(starts) - peak)]
+
+
+def cycles_by_round(rows) -> list[float]:
+    """The mean cycle (:func:`slot_cycles`) by round, round r holding each process's
+    starts ``r c`` to ``(r + 1) c - 1``: what the start-up costs shows as the first
+    rounds' longer cycles."""
+    by_round: dict[int, list[float]] = collections.defaultdict(list)
+    for worker_rows in _by_worker(rows).values():
+        peak, cycles = slot_cycles(worker_rows)
+        for i, cycle in enumerate(cycles):
+            by_round[i // peak].append(cycle)
+    return [statistics.mean(by_round[r]) for r in sorted(by_round)]
+
+
+def _by_worker(rows) -> dict[str, list]:
+    by_worker: dict[str, list] = collections.defaultdict(list)
+    for r in rows:
+        by_worker[r.worker].append(r)
+    return by_worker
 
 
 def _running(rows):
@@ -410,7 +450,7 @@ def _run_batch(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--levels", default="1,8,32,128", help="Concurrencies to measure.")
-    parser.add_argument("--rounds", type=int, default=4, help="Episodes per thread per level.")
+    parser.add_argument("--rounds", type=int, default=12, help="Episodes per thread per level.")
     parser.add_argument("--llm-ms", type=float, default=100.0, help="Scripted LLM latency.")
     parser.add_argument("--processes", type=int, default=2, help="Worker processes (levels >= 8).")
     parser.add_argument(
@@ -503,6 +543,9 @@ def main() -> None:
                 f"  C={level}: median {result['handoff_p50']:.0f} ms, "
                 f"90th percentile {result['handoff_p90']:.0f} ms"
             )
+        print("an episode's start to the next start on its thread, ms, by round:")
+        for level, result in results:
+            print(f"  C={level}: " + " ".join(f"{cycle:.0f}" for cycle in result["cycles"]))
         print("the scripted LLM's own time per call (arrival to answer; call_ms adds the way):")
         for level, result in results:
             bound = "" if result["llm_peak"] <= level else " (more than C: the ideal is no bound)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import math
 import os
 import subprocess
 import sys
@@ -50,12 +51,28 @@ def test_the_hand_off_pairs_each_finish_with_the_start_that_replaces_it() -> Non
     assert round(measured["handoff_p90"]) == 1500
 
 
-def test_the_steady_window_opens_once_every_thread_runs() -> None:
-    """Two threads: the window opens at 0.5 s (the second start) and closes at the last
-    start (2.0 s); one episode finished inside it."""
-    rows = [_row("a", 0.0, 1.0), _row("a", 0.5, 2.5), _row("a", 2.0, 3.0)]
-    assert _benchmark().steady_eps(rows, 2) == 1 / 1.5
-    assert _benchmark().steady_eps(rows, 3) != _benchmark().steady_eps(rows, 3)  # NaN
+def _settling_batch() -> list[SimpleNamespace]:
+    """Process ``a`` runs two episodes at once, its first round's cycle 1.2 s and then
+    1.05 s; process ``b`` one at a time, 1.5 s and then 1.0 s. Every episode plays 1 s."""
+    a = [0.0, 0.0, 1.2, 1.2, 2.25, 2.25, 3.3, 3.3]
+    b = [0.0, 1.5, 2.5, 3.5]
+    return [_row("a", s, s + 1.0) for s in a] + [_row("b", s, s + 1.0) for s in b]
+
+
+def test_the_steady_rate_counts_the_cycles_of_each_process_s_second_half() -> None:
+    """``a``'s second half of cycles (the last three of six) are 1.05 s on two threads,
+    ``b``'s (the last two of three) 1.0 s on one: the first round's longer cycles count
+    in neither, and ``a``'s two threads starting together do not count as a shorter
+    interval."""
+    rate = _benchmark().steady_eps(_settling_batch())
+    assert math.isclose(rate, 2 / 1.05 + 1 / 1.0, rel_tol=1e-6)  # microsecond times
+    assert math.isnan(_benchmark().steady_eps(_settling_batch()[:-3]))  # b: no cycle
+
+
+def test_the_cycles_by_round_show_the_start_up() -> None:
+    """Round 0: a's two 1.2-s cycles and b's 1.5 s; then a's 1.05 s and b's 1.0 s."""
+    cycles = _benchmark().cycles_by_round(_settling_batch())
+    assert [round(c, 1) for c in cycles] == [1300.0, 1033.3, 1033.3]
 
 
 def test_the_steal_share_counts_guest_time_once() -> None:

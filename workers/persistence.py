@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import (
-    CursorResult,
     Dialect,
     Interval,
     Table,
@@ -620,24 +619,27 @@ def _within_outage_budget(session: Session, attempt: Attempt, budget_s: float) -
 
 
 def extend_deadlines(
-    session: Session, rollout_ids: Sequence[uuid.UUID], *, liveness_s: float, episode_s: float
-) -> int:
+    session: Session, rollout_ids: Collection[uuid.UUID], *, liveness_s: float, episode_s: float
+) -> set[uuid.UUID]:
     """The worker heartbeat: push the deadline of running rollouts ``liveness_s`` ahead.
 
     Capped at the attempt's start + ``episode_s``, so that a hung episode in a live worker
-    still reaches its deadline. Returns the number of rows updated.
+    still reaches its deadline. Returns the ids that were still ``running``: an episode of
+    any other was cancelled or ended by another attempt, and its worker stops it.
     """
     if not rollout_ids:
-        return 0
-    result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
-        update(Rollout)
-        .where(Rollout.id.in_(list(rollout_ids)), Rollout.status == RolloutStatus.RUNNING)
-        .values(
-            deadline_at=func.least(
-                func.now() + timedelta(seconds=liveness_s),
-                Rollout.started_at + timedelta(seconds=episode_s),
+        return set()
+    return set(
+        session.scalars(
+            update(Rollout)
+            .where(Rollout.id.in_(list(rollout_ids)), Rollout.status == RolloutStatus.RUNNING)
+            .values(
+                deadline_at=func.least(
+                    func.now() + timedelta(seconds=liveness_s),
+                    Rollout.started_at + timedelta(seconds=episode_s),
+                )
             )
+            .returning(Rollout.id)
+            .execution_options(synchronize_session=False)
         )
-        .execution_options(synchronize_session=False)
     )
-    return int(result.rowcount or 0)

@@ -7,7 +7,8 @@ written twice; a flush is idempotent on ``(attempt_id, index)`` all the same, an
 built-in agent's successful finish copies its rows in
 (``workers.persistence._copy_new_rows``). A flush that finds its attempt no longer
 ``running`` raises :class:`~workers.persistence.AttemptSuperseded`, which stops the
-episode early.
+episode early; so does the next record after the worker's heartbeat found the attempt's
+rollout no longer running (``stopped``: cancelled, or ended by another attempt).
 
 Log lines (``[TASK]/[STEP]/[DONE]``) and lifecycle events are published as JSON on the
 ``logs_channel`` pub/sub channel for ``wsrl watch`` (in batches, from the worker's
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -32,7 +34,7 @@ from app.core.llm import LLMCall, call_row
 from app.db.session import session_scope
 from app.db.types import without_nul
 from workers.log_queue import PublishQueue
-from workers.persistence import PendingRows, write_rows
+from workers.persistence import AttemptSuperseded, PendingRows, write_rows
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +115,10 @@ class AttemptRecorder:
         *,
         flush_every: int,
         budget_s: float,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> None:
         self._sessions = sessions
+        self._stopped = stopped
         self.attempt_id = attempt_id
         self._publisher = publisher
         self._flush_every = max(1, flush_every)
@@ -136,6 +140,11 @@ class AttemptRecorder:
         self._publisher.publish("log", line=line)
 
     def _after_record(self) -> None:
+        if self._stopped():
+            raise AttemptSuperseded(
+                "its rollout is no longer running (cancelled, or ended by another attempt): "
+                f"stopped after {self.num_calls} LLM calls"
+            )
         if len(self.pending) >= self._flush_every:
             self.flush()
         if time.monotonic() > self._deadline:

@@ -191,12 +191,13 @@ def execute_rollout(runtime: WorkerRuntime, celery: Celery, rollout_id: uuid.UUI
         publisher,
         flush_every=settings.record_flush_every,
         budget_s=runtime.limits.episode_s,
+        stopped=lambda: runtime.active.stopped(start.attempt_id),
     )
-    runtime.active.add(rollout_id)
+    runtime.active.add(start.attempt_id, rollout_id)
     try:
         return _play(runtime, celery, start, recorder, publisher)
     finally:
-        runtime.active.discard(rollout_id)
+        runtime.active.discard(start.attempt_id)
 
 
 def _play(

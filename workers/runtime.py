@@ -4,7 +4,9 @@ One engine (a pool sized to the worker's threads, so no thread waits for a conne
 one Redis client, one env client, one LLM client and one log publishing queue are shared
 by all threads of the process; all are thread-safe. The heartbeat thread extends the
 deadline of the rollouts this process is running: a rollout whose process died stops
-being extended and the reconciler finds it past its deadline with no live attempt.
+being extended and the reconciler finds it past its deadline with no live attempt. The
+same statement tells it which of them are no longer ``running`` (cancelled, or ended by
+another attempt); their episodes stop at their next step (``AttemptRecorder``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -47,22 +50,34 @@ def worker_name() -> str:
 
 @dataclass
 class ActiveAttempts:
-    """Rollouts that threads of this process are running now (thread-safe)."""
+    """The attempts that threads of this process are running now, by id, with their
+    rollouts, and those of them the heartbeat found stopped: their rollout no longer
+    ``running`` (cancelled, or finished or taken up again by another attempt). Thread-safe."""
 
-    _ids: set[uuid.UUID] = field(default_factory=set)
+    _rollouts: dict[int, uuid.UUID] = field(default_factory=dict)
+    _stopped: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, rollout_id: uuid.UUID) -> None:
+    def add(self, attempt_id: int, rollout_id: uuid.UUID) -> None:
         with self._lock:
-            self._ids.add(rollout_id)
+            self._rollouts[attempt_id] = rollout_id
 
-    def discard(self, rollout_id: uuid.UUID) -> None:
+    def discard(self, attempt_id: int) -> None:
         with self._lock:
-            self._ids.discard(rollout_id)
+            self._rollouts.pop(attempt_id, None)
+            self._stopped.discard(attempt_id)
 
-    def snapshot(self) -> list[uuid.UUID]:
+    def snapshot(self) -> dict[int, uuid.UUID]:
         with self._lock:
-            return list(self._ids)
+            return dict(self._rollouts)
+
+    def stop(self, attempt_ids: Iterable[int]) -> None:
+        """Mark attempts stopped; one that ended meanwhile is left out."""
+        with self._lock:
+            self._stopped.update(a for a in attempt_ids if a in self._rollouts)
+
+    def stopped(self, attempt_id: int) -> bool:
+        return attempt_id in self._stopped
 
 
 class WorkerRuntime:
@@ -87,19 +102,21 @@ class WorkerRuntime:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.settings.worker_heartbeat_s):
-            ids = self.active.snapshot()
-            if not ids:
+            attempts = self.active.snapshot()
+            if not attempts:
                 continue
             try:
                 with session_scope(self.sessions) as session:
-                    extend_deadlines(
+                    running = extend_deadlines(
                         session,
-                        ids,
+                        set(attempts.values()),
                         liveness_s=liveness_s(self.settings),
                         episode_s=self.limits.episode_s,
                     )
             except Exception:
-                logger.exception("heartbeat for %d rollouts failed", len(ids))
+                logger.exception("heartbeat for %d rollouts failed", len(attempts))
+                continue
+            self.active.stop(a for a, rollout in attempts.items() if rollout not in running)
 
     def close(self) -> None:
         self._stop.set()

@@ -76,14 +76,20 @@ class RolloutStack:
         workers: int = 2,
         concurrency: int = 8,
         llm_latency_ms: float = 0.0,
+        llm_policy: str = "oracle",
+        episode_steps: int | None = None,
         split: str = "test",
     ) -> Iterator[RolloutStack]:
+        """``llm_policy`` and ``episode_steps``: the scripted LLM's (``oracle-long`` buys on
+        step ``episode_steps``)."""
         started: list[ServiceProcess] = []
         engine = None
         try:
             env = env_server(log_dir, settings).start()
             started.append(env)
-            llm = scripted_llm(log_dir, settings, latency_ms=llm_latency_ms).start()
+            llm = scripted_llm(
+                log_dir, settings, latency_ms=llm_latency_ms, policy=llm_policy, steps=episode_steps
+            ).start()
             started.append(llm)
             settings = settings.model_copy(update={"env_url": env.url, "llm_base_url": llm.url})
             engine = make_engine(settings, pool_size=4)

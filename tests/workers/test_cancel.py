@@ -1,12 +1,15 @@
 """Cancelling rollouts (``app.core.enqueue.cancel_rollouts``, ``wsrl cancel``): queued ones
-are never played, running ones are never recorded as played, finished ones are left alone.
-End to end on a real worker process, env server and scripted LLM (slow calls, so that
-cancelled episodes are still running when the cancel commits)."""
+are never played, running ones stop at the worker's next heartbeat and are never recorded
+as played, finished ones are left alone. End to end on a real worker process, env server
+and scripted LLM (slow calls and long episodes, so that cancelled episodes are still
+running when the cancel commits)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +27,9 @@ from app.db.lifecycle import RolloutMode, RolloutStatus
 from app.db.models import Attempt, LlmCall, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 
-LATENCY_MS = 400.0  # an oracle episode of 3-4 calls runs for about 1.5 s
+LATENCY_MS = 400.0
+STEPS = 14  # an episode of 14 calls runs for about 6 s
+HEARTBEAT_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +37,15 @@ def stack(
     make_database, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RolloutStack]:
     root: Path = tmp_path_factory.mktemp("cancel-stack")
-    settings = isolated_settings(make_database, redis_url, root, worker_heartbeat_s=1.0)
+    settings = isolated_settings(make_database, redis_url, root, worker_heartbeat_s=HEARTBEAT_S)
     with RolloutStack.start(
-        root, settings, workers=1, concurrency=2, llm_latency_ms=LATENCY_MS
+        root,
+        settings,
+        workers=1,
+        concurrency=2,
+        llm_latency_ms=LATENCY_MS,
+        llm_policy="oracle-long",
+        episode_steps=STEPS,
     ) as running:
         yield running
 
@@ -70,11 +81,11 @@ def test_cancelled_rollouts_are_neither_played_nor_recorded(stack: RolloutStack)
         ("failed", "cancelled: by the test")
     ] * 2, "the running attempts end with the cancel"
 
-    # The worker finishes the two episodes it was playing and takes the four jobs still in
+    # The worker stops the two episodes it was playing and takes the four jobs still in
     # the broker: none of it may change a row.
     queue = queue_for_mode("eval")
     _wait_until(lambda: stack.redis.llen(queue) == 0)
-    time.sleep(3 * LATENCY_MS / 1000 * 4)  # longer than the two episodes left to play
+    time.sleep(HEARTBEAT_S + 3 * LATENCY_MS / 1000)  # longer than the episodes take to stop
     assert stack.statuses(ids) == {"cancelled": 6}
     assert _attempts(stack, ids) == attempts, "no attempt opened or finished after the cancel"
     with session_scope(stack.sessions) as session:
@@ -90,6 +101,42 @@ def test_cancelled_rollouts_are_neither_played_nor_recorded(stack: RolloutStack)
     assert calls == 0, "a cancelled episode's calls were written"
     worker_log = stack.workers[0].tail(200)
     assert "Traceback" not in worker_log, worker_log
+
+
+def _served(url: str) -> int:
+    """What a service's own counter says: the scripted LLM's completions answered, or the
+    env server's live sessions."""
+    if url.endswith("/v1"):
+        with urllib.request.urlopen(f"{url.removesuffix('/v1')}/admin/stats", timeout=10) as r:
+            return json.load(r)["completions"]
+    with urllib.request.urlopen(f"{url}/health", timeout=10) as answer:
+        return json.load(answer)["sessions"]
+
+
+@pytest.mark.slow
+def test_a_running_episode_stops_at_the_next_heartbeat_after_its_cancel(
+    stack: RolloutStack,
+) -> None:
+    """Two episodes of 14 calls (about 6 s) are cancelled as they start: each stops within
+    a heartbeat and the call in flight, closing its env session, rather than playing on."""
+    ids = stack.enqueue(goal_ids=stack.goal_ids[:2], mode="eval")
+    _wait_until(lambda: stack.statuses(ids)["running"] == 2)
+    _wait_until(lambda: _served(stack.env.url) == 2)
+    calls_before = _served(stack.llm.url)
+    cancelled_at = time.monotonic()
+    with session_scope(stack.sessions) as session:
+        assert sorted(cancel_rollouts(session, "cancelled: by the test", ids=ids)) == sorted(ids)
+
+    _wait_until(lambda: _served(stack.env.url) == 0, timeout_s=3 * STEPS * LATENCY_MS / 1000)
+    stopped_s = time.monotonic() - cancelled_at
+    calls = _served(stack.llm.url) - calls_before
+    # A heartbeat (1 s) and the call in flight: 4 calls an episode at most, where playing
+    # on takes 12 or more, and about 6 s.
+    assert calls <= 8, f"{calls} LLM calls after the cancel, in {stopped_s:.1f} s"
+    assert stopped_s < HEARTBEAT_S + 3 * LATENCY_MS / 1000 + 1.0, stopped_s
+    assert stack.statuses(ids) == {"cancelled": 2}
+    _wait_until(lambda: stack.workers[0].tail(100).count("is no longer running") >= 2)
+    assert "Traceback" not in stack.workers[0].tail(200)
 
 
 def test_cancel_leaves_finished_rollouts_alone_and_needs_a_choice(db_session: Session) -> None:

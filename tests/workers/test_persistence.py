@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from sqlalchemy import event, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.core.enqueue import enqueue_rollouts
+from app.core.enqueue import cancel_rollouts, enqueue_rollouts
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, LlmCall, Rollout, Step
 from app.db.session import make_engine, session_scope
@@ -304,10 +305,22 @@ def test_extend_deadlines_caps_at_episode_budget(db_session: Session, rollout: R
     _start(db_session, rollout)
     rollout.started_at = datetime.now(UTC) - timedelta(seconds=100)
     db_session.flush()
-    assert extend_deadlines(db_session, [rollout.id], liveness_s=30, episode_s=110) == 1
+    assert extend_deadlines(db_session, [rollout.id], liveness_s=30, episode_s=110) == {rollout.id}
     db_session.refresh(rollout)
     remaining = (rollout.deadline_at - datetime.now(UTC)).total_seconds()
     assert 0 < remaining <= 11
+
+
+def test_extend_deadlines_answers_which_rollouts_still_run(
+    db_session: Session, rollout: Rollout
+) -> None:
+    """A cancelled rollout is not extended and not in the answer: its worker stops it."""
+    _start(db_session, rollout)
+    other = make_rollout(db_session, GOAL)
+    _start(db_session, other)
+    cancel_rollouts(db_session, "cancelled: by the test", ids=[other.id])
+    ids = [rollout.id, other.id, uuid.uuid4()]
+    assert extend_deadlines(db_session, ids, liveness_s=30, episode_s=110) == {rollout.id}
 
 
 def test_the_agents_finish_is_one_statement_besides_its_rows(

@@ -130,9 +130,9 @@ def test_a_running_episode_stops_at_the_next_heartbeat_after_its_cancel(
     _wait_until(lambda: _served(stack.env.url) == 0, timeout_s=3 * STEPS * LATENCY_MS / 1000)
     stopped_s = time.monotonic() - cancelled_at
     calls = _served(stack.llm.url) - calls_before
-    # A heartbeat (1 s) and the call in flight: 4 calls an episode at most, where playing
-    # on takes 12 or more, and about 6 s.
-    assert calls <= 8, f"{calls} LLM calls after the cancel, in {stopped_s:.1f} s"
+    # Up to a heartbeat (1 s) of calls and those in flight: 6 an episode at most (3 here),
+    # where playing on makes 12 or more (26-28 here), for about 6 s.
+    assert calls <= 12, f"{calls} LLM calls after the cancel, in {stopped_s:.1f} s"
     assert stopped_s < HEARTBEAT_S + 3 * LATENCY_MS / 1000 + 1.0, stopped_s
     assert stack.statuses(ids) == {"cancelled": 2}
     _wait_until(lambda: stack.workers[0].tail(100).count("is no longer running") >= 2)

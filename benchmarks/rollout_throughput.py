@@ -160,9 +160,8 @@ def handoff_ms(rows) -> dict[str, float]:
     pool's start of it."""
     gaps: list[float] = []
     for worker_rows in _by_worker(rows).values():
-        starts = sorted(r.started_at.timestamp() for r in worker_rows)
+        peak, starts = _slots(worker_rows)
         finishes = sorted(r.finished_at.timestamp() for r in worker_rows)
-        peak = max(running for _, running in _running(worker_rows))
         gaps.extend(
             1000 * (starts[peak + i] - finish)
             for i, finish in enumerate(finishes)
@@ -202,9 +201,15 @@ def slot_cycles(worker_rows) -> tuple[int, list[float]]:
     """``(c, cycles)`` of one worker process running at most ``c`` episodes at once: the
     milliseconds from each start to the start of the episode that replaced it on its
     thread, in start order (the i-th start is replaced by the (c + i)-th)."""
-    starts = sorted(r.started_at.timestamp() for r in worker_rows)
-    peak = max(running for _, running in _running(worker_rows))
+    peak, starts = _slots(worker_rows)
     return peak, [1000 * (starts[i + peak] - starts[i]) for i in range(len(starts) - peak)]
+
+
+def _slots(worker_rows) -> tuple[int, list[float]]:
+    """``(c, starts)`` of one worker process: the most episodes it ran at once (its
+    threads) and its start times, in order."""
+    starts = sorted(r.started_at.timestamp() for r in worker_rows)
+    return max(running for _, running in _running(worker_rows)), starts
 
 
 def cycles_by_round(rows) -> list[float]:

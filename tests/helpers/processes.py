@@ -205,6 +205,12 @@ def set_llm_fault(
     httpx.post(f"{root}/admin/faults", json=body, timeout=5.0).raise_for_status()
 
 
+def llm_stats(llm: ServiceProcess) -> dict[str, Any]:
+    """The scripted LLM's counters (``/admin/stats``: requests, completions, ...)."""
+    assert llm.url is not None
+    return httpx.get(f"{llm.url.removesuffix('/v1')}/admin/stats", timeout=5.0).json()
+
+
 def _log_says(text: str) -> Callable[[ServiceProcess], bool]:
     def ready(process: ServiceProcess) -> bool:
         return text in process.log_text(current_run=True)

@@ -6,17 +6,16 @@ running when the cancel commits)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers.factories import make_goal, make_rollout
-from helpers.processes import REPO, WSRL, child_env
+from helpers.processes import REPO, WSRL, child_env, llm_stats
 from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -103,14 +102,9 @@ def test_cancelled_rollouts_are_neither_played_nor_recorded(stack: RolloutStack)
     assert "Traceback" not in worker_log, worker_log
 
 
-def _served(url: str) -> int:
-    """What a service's own counter says: the scripted LLM's completions answered, or the
-    env server's live sessions."""
-    if url.endswith("/v1"):
-        with urllib.request.urlopen(f"{url.removesuffix('/v1')}/admin/stats", timeout=10) as r:
-            return json.load(r)["completions"]
-    with urllib.request.urlopen(f"{url}/health", timeout=10) as answer:
-        return json.load(answer)["sessions"]
+def _env_sessions(stack: RolloutStack) -> int:
+    """The env server's live sessions (``/health``)."""
+    return httpx.get(f"{stack.env.url}/health", timeout=5.0).json()["sessions"]
 
 
 @pytest.mark.slow
@@ -121,15 +115,15 @@ def test_a_running_episode_stops_at_the_next_heartbeat_after_its_cancel(
     a heartbeat and the call in flight, closing its env session, rather than playing on."""
     ids = stack.enqueue(goal_ids=stack.goal_ids[:2], mode="eval")
     _wait_until(lambda: stack.statuses(ids)["running"] == 2)
-    _wait_until(lambda: _served(stack.env.url) == 2)
-    calls_before = _served(stack.llm.url)
+    _wait_until(lambda: _env_sessions(stack) == 2)
+    calls_before = llm_stats(stack.llm)["completions"]
     cancelled_at = time.monotonic()
     with session_scope(stack.sessions) as session:
         assert sorted(cancel_rollouts(session, "cancelled: by the test", ids=ids)) == sorted(ids)
 
-    _wait_until(lambda: _served(stack.env.url) == 0, timeout_s=3 * STEPS * LATENCY_MS / 1000)
+    _wait_until(lambda: _env_sessions(stack) == 0, timeout_s=3 * STEPS * LATENCY_MS / 1000)
     stopped_s = time.monotonic() - cancelled_at
-    calls = _served(stack.llm.url) - calls_before
+    calls = llm_stats(stack.llm)["completions"] - calls_before
     # Up to a heartbeat (1 s) of calls and those in flight: 6 an episode at most (3 here),
     # where playing on makes 12 or more (26-28 here), for about 6 s.
     assert calls <= 12, f"{calls} LLM calls after the cancel, in {stopped_s:.1f} s"

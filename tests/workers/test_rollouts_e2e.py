@@ -19,9 +19,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from helpers.processes import set_llm_fault
+from helpers.processes import llm_stats, set_llm_fault
 from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import func, select, update
 
@@ -90,11 +89,6 @@ def _attempt_errors(stack: RolloutStack, ids: list[uuid.UUID]) -> list[tuple[str
             select(Attempt.status, Attempt.error).where(Attempt.rollout_id.in_(ids))
         ).all()
     return [(str(status), error) for status, error in rows]
-
-
-def _llm_stats(stack: RolloutStack) -> dict:
-    assert stack.llm.url is not None
-    return httpx.get(stack.llm.url.removesuffix("/v1") + "/admin/stats", timeout=5).json()
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -171,7 +165,7 @@ def test_llm_5xx_and_timeouts_for_a_while_are_retried(stack: RolloutStack) -> No
     set_llm_fault(stack.llm, "timeout", count=2, timeout_s=30)
     ids = stack.enqueue(goal_ids=stack.goal_ids[:2])
     assert stack.wait(ids, timeout_s=60) == {"succeeded": 2}
-    stats = _llm_stats(stack)
+    stats = llm_stats(stack.llm)
     assert "error_5xx" in str(stats) and "timeout" in str(stats), stats
     stack.check_training_data(ids)
 
@@ -350,10 +344,10 @@ def test_paused_endpoint_workers_wait_then_resume(stack: RolloutStack) -> None:
     publish_endpoint(stack.redis, paused)
     ids = stack.enqueue(goal_ids=stack.goal_ids[:4])
     _wait_for(lambda: stack.statuses(ids).get("running", 0) == 4, 30, "not picked up")
-    requests_before = _llm_stats(stack)["requests"]
+    requests_before = llm_stats(stack.llm)["requests"]
     time.sleep(3)
     assert stack.statuses(ids) == {"running": 4}, "paused: workers wait, nothing fails"
-    assert _llm_stats(stack)["requests"] == requests_before, "no LLM call while paused"
+    assert llm_stats(stack.llm)["requests"] == requests_before, "no LLM call while paused"
     serving = PolicyEndpoint(base_url=stack.llm.url, model="policy", version=2)
     publish_endpoint(stack.redis, serving)
     assert stack.wait(ids, timeout_s=60) == {"succeeded": 4}

@@ -64,7 +64,7 @@ def step_row(step: StepRecord) -> dict[str, Any]:
         "done": step.done,
         "valid": step.valid,
         "latency_ms": step.latency_ms,
-        "info": without_nul(info),
+        "info": info,  # jsonb: the engine's serializer replaces NULs
     }
 
 

@@ -280,7 +280,7 @@ def call_row(index: int, call: LLMCall) -> dict[str, Any]:
         "index": index,
         "policy_version": call.policy_version,
         "model": call.model,
-        "request_messages": without_nul(call.messages),
+        "request_messages": call.messages,  # jsonb: the engine's serializer replaces NULs
         "response_text": without_nul(call.response_text),
         "prompt_token_ids": call.prompt_token_ids,
         "response_token_ids": call.response_token_ids,

@@ -12,6 +12,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db.types import jsonb_dumps
 
 DATABASE_DOWN = (OperationalError, InterfaceError)
 """What a statement raises while the database does not answer (stopped, restarting,
@@ -31,7 +32,10 @@ def make_engine(settings: Settings, **kwargs: object) -> Engine:
     round trip per transaction (0.4 ms of a worker's CPU). Should one be dead anyway (the
     server restarted within that second), its first statement fails as a disconnect,
     which discards the pool too, and the caller's retry gets a new connection.
+
+    JSON values are written by :func:`~app.db.types.jsonb_dumps` (orjson, NUL-free).
     """
+    kwargs.setdefault("json_serializer", jsonb_dumps)
     engine = create_engine(settings.resolved_database_url(), **kwargs)
     _ping_when_idle(engine, PING_IDLE_S)
     return engine

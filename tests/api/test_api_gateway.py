@@ -76,6 +76,24 @@ def test_openai_client_through_gateway_records_calls(
     assert first.latency_ms is not None and first.latency_ms >= 0
 
 
+def test_a_conversation_with_nul_characters_is_recorded_not_refused(
+    api_server: RunningServer,
+    scripted_llm: RunningServer,
+    version: int,
+    attempt: tuple[uuid.UUID, int],
+    db_engine: Engine,
+) -> None:
+    """An agent's messages can carry NUL (a page or an earlier reply), which ``jsonb``
+    cannot hold: the call is answered and recorded with U+FFFD in its place."""
+    rollout, attempt_id = attempt
+    client = openai.OpenAI(base_url=_gateway(api_server.url, rollout), api_key=TOKEN, max_retries=0)
+    messages = [*MESSAGES, {"role": "user", "content": "page\x00 text"}]
+    assert client.chat.completions.create(model="m", messages=messages, max_tokens=64)
+    (call,) = recorded_calls(db_engine, attempt_id)
+    assert call.request_messages[-1]["content"] == "page\ufffd text"
+    assert call.request_messages[:-1] == MESSAGES
+
+
 def test_unknown_rollout_404(api_server: RunningServer, version: int) -> None:
     missing = uuid.uuid4()
     client = openai.OpenAI(base_url=_gateway(api_server.url, missing), api_key=TOKEN, max_retries=0)

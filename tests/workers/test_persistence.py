@@ -456,10 +456,12 @@ def test_rows_with_different_columns_are_written_in_one_call(
     assert calls == 3
 
 
+@pytest.mark.parametrize("write", ["write_rows", "finish_attempt"])
 def test_model_output_with_nul_characters_is_stored_not_lost(
-    db_session: Session, rollout: Rollout
+    db_session: Session, rollout: Rollout, write: str
 ) -> None:
-    """PostgreSQL text/jsonb cannot hold NUL; a garbage reply must not fail the write."""
+    """PostgreSQL text/jsonb cannot hold NUL; a garbage reply must not fail the write,
+    neither a recorder's flush (``INSERT``) nor the built-in agent's finish (``COPY``)."""
     from app.core.agent import StepRecord
     from app.core.llm import call_row
     from workers.recording import step_row
@@ -488,7 +490,10 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
     rows = PendingRows()
     rows.steps.append(step_row(step))
     rows.calls.append(call_row(0, call))
-    write_rows(db_session, start.attempt_id, rows)
+    if write == "write_rows":
+        write_rows(db_session, start.attempt_id, rows)
+    else:
+        assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.0, 1), rows)
 
     stored_step = db_session.scalars(select(Step).where(Step.attempt_id == start.attempt_id)).one()
     stored_call = db_session.scalars(
@@ -500,6 +505,43 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
     assert stored_call.response_text == "\ufffdsearch[\ufffdlamp]"
     assert stored_call.request_messages[0]["content"] == "\ufffdsearch[\ufffdlamp]"
     assert stored_call.response_token_ids == [0]
+
+
+def test_json_values_postgres_refused_from_the_standard_library_are_stored(
+    db_session: Session, rollout: Rollout
+) -> None:
+    """A step's info with a NaN (an env's or agent's float gone wrong), numpy numbers and
+    keys that are not strings: the standard library's encoder wrote ``NaN``, which
+    ``jsonb`` refuses, failing the whole write. Stored as ``null``, numbers and strings."""
+    import numpy as np
+
+    from app.core.agent import StepRecord
+    from workers.recording import step_row
+
+    step = StepRecord(
+        index=0,
+        action="search[lamp]",
+        reply="search[lamp]",
+        observation="results",
+        reward=0.0,
+        done=False,
+        valid=True,
+        info={"score": float("nan"), "rank": np.int64(3), "share": np.float32(0.5), 7: "seven"},
+        error=None,
+        llm_latency_ms=1.0,
+        env_latency_ms=1.0,
+        policy_version=0,
+    )
+    start = _start(db_session, rollout)
+    rows = PendingRows()
+    rows.steps.append(step_row(step))
+    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.0, 1), rows)
+
+    info = db_session.scalars(select(Step.info).where(Step.attempt_id == start.attempt_id)).one()
+    assert info["score"] is None
+    assert info["rank"] == 3
+    assert info["share"] == 0.5
+    assert info["7"] == "seven"
 
 
 @pytest.mark.parametrize("holder", ["reconciler", "redelivery"])

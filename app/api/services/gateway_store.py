@@ -22,14 +22,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from sqlalchemy.engine import make_url
 
 from app.db.lifecycle import AttemptStatus
-from app.db.types import pack_float32, pack_int32
+from app.db.types import jsonb_dumps, pack_float32, pack_int32
 
 # How the gateway's connections show in ``pg_stat_activity``.
 APPLICATION_NAME = "wsrl-gateway"
@@ -177,9 +176,9 @@ def _insert_params(attempt_id: int, row: dict[str, Any]) -> dict[str, Any]:
     params = {key: row[key] for key in CALL_COLUMNS}
     params["attempt_id"] = attempt_id
     params["running"] = AttemptStatus.RUNNING.value
-    params["request_messages"] = Jsonb(row["request_messages"], dumps=orjson.dumps)
+    params["request_messages"] = Jsonb(row["request_messages"], dumps=jsonb_dumps)
     if row["structured_outputs"] is not None:
-        params["structured_outputs"] = Jsonb(row["structured_outputs"], dumps=orjson.dumps)
+        params["structured_outputs"] = Jsonb(row["structured_outputs"], dumps=jsonb_dumps)
     for key, pack in (
         ("prompt_token_ids", pack_int32),
         ("response_token_ids", pack_int32),

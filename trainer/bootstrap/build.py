@@ -42,6 +42,7 @@ from trainer.bootstrap.tiny_policy import (
     count_parameters,
     train_tokenizer,
 )
+from trainer.models import chat_template_supports_tools
 from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate
 
@@ -233,7 +234,8 @@ def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
     tiny policy ``wsrl policy bootstrap`` builds with its defaults) is played in text mode
     with the history and result names it was bootstrapped on; a local trainer's checkpoint
     with the protocol its trainer published (``trainer_state.json``); the rest, and any
-    other policy's protocol, comes from the settings. Raises
+    other policy's protocol, comes from the settings, in text mode when the policy's chat
+    template renders no tools (SmolLM2's: tools mode set explicitly is refused). Raises
     :class:`app.core.agent.AgentProtocolMismatch` when a setting given explicitly
     contradicts the policy's."""
     if model_path is None:
@@ -250,6 +252,9 @@ def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
     if published is not None:
         source = f"the checkpoint's trainer ({state})"
         return agent_protocol(settings, source, AgentProtocol.from_dict(published).to_dict())
+    if not chat_template_supports_tools(model_path):
+        source = f"the chat template of {model_path}, which renders no tools,"
+        return agent_protocol(settings, source, {"mode": "text"})
     return AgentProtocol.from_settings(settings)
 
 

@@ -30,6 +30,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends import ConfigValue, StartError
 from trainer.config import TINY, RunConfig, tiny_policy_path
 from trainer.loop import LoopOptions
+from trainer.models import ModelError, resolve_model
 from trainer.tracking import MetricsLogger
 
 SECTIONS = ("", "algorithm", "sampling", "schedule", "local")
@@ -68,14 +69,27 @@ def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[s
         settings.resolved_redis_url()
     except ServicesNotRunningError as exc:
         raise StartError(str(exc)) from exc
-    if run.model == TINY:  # what was asked first, then the services; both before bootstrapping
-        _check_bootstrap_settings(settings, None)
-    _preflight(settings, run)
-    model_path = ensure_tiny_policy(settings.data_dir) if run.model == TINY else Path(run.model)
-    if not (model_path / "config.json").is_file():
-        raise StartError(f"{model_path} is not a Hugging Face checkpoint folder (no config.json)")
+    # what was asked first (the policy and its protocol), then the services; all of them
+    # before bootstrapping the tiny policy
+    model_path = None if run.model == TINY else _model(settings, run)
     _check_bootstrap_settings(settings, model_path)
+    _preflight(settings, run)
+    if model_path is None:
+        model_path = ensure_tiny_policy(settings.data_dir)
+        _check_bootstrap_settings(settings, model_path)
     _run(settings, model_path, run, echo)
+
+
+def _model(settings: Settings, run: RunConfig) -> Path:
+    """``--model``: a model ``wsrl model get`` converted (by name), or a checkpoint folder."""
+    try:
+        found = resolve_model(settings.data_dir, run.model)
+    except ModelError as exc:
+        raise StartError(str(exc)) from exc
+    path = found or Path(run.model)
+    if not (path / "config.json").is_file():
+        raise StartError(f"{path} is not a Hugging Face checkpoint folder (no config.json)")
+    return path
 
 
 def _preflight(settings: Settings, run: RunConfig) -> None:

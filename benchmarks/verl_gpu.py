@@ -183,15 +183,31 @@ class InProcessGroup:
         return getattr(self.worker, name)
 
 
+def trainer_shell(config: Any) -> Any:
+    """A :class:`WebShopPPOTrainer` for ``config`` with the parts of
+    ``RayPPOTrainer.__init__`` that ``_batch``, ``_train_on``, ``_save_checkpoint`` and
+    ``_load_checkpoint`` read (its ``__init__`` would build Ray resource pools), and no
+    actor yet: batches are built on any machine."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from transformers import AutoTokenizer
+
+    from trainer.backends.verl.trainer import GoalSlots, WebShopPPOTrainer
+
+    trainer = object.__new__(WebShopPPOTrainer)
+    trainer.config, trainer.shop = config, config.webshop
+    trainer.tokenizer = AutoTokenizer.from_pretrained(str(config.actor_rollout_ref.model.path))
+    trainer.use_reference_policy = trainer.ref_in_actor = trainer.use_critic = False
+    trainer.train_dataloader = StatefulDataLoader(GoalSlots(2), batch_size=1, collate_fn=list)
+    trainer.global_steps = 0
+    return trainer
+
+
 def inprocess_trainer(name: str, overrides: Sequence[str], attn: str, mixed_precision=None):
     """(WebShopPPOTrainer, worker) for verl config ``name``, its actor on this GPU."""
     from omegaconf import open_dict
-    from torchdata.stateful_dataloader import StatefulDataLoader
-    from transformers import AutoTokenizer
     from verl.workers.engine_workers import ActorRolloutRefWorker
 
     from trainer.backends.verl.config import load_config
-    from trainer.backends.verl.trainer import GoalSlots, WebShopPPOTrainer
 
     for key, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"),
                        ("LOCAL_WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
@@ -204,16 +220,37 @@ def inprocess_trainer(name: str, overrides: Sequence[str], attn: str, mixed_prec
             config.actor_rollout_ref.actor.fsdp_config.mixed_precision = mixed_precision
     worker = ActorRolloutRefWorker(config.actor_rollout_ref, role="actor")
     worker.init_model()
-    # The parts of RayPPOTrainer.__init__ that _batch, _train_on, _save_checkpoint and
-    # _load_checkpoint read (its __init__ would build Ray resource pools).
-    trainer = object.__new__(WebShopPPOTrainer)
-    trainer.config, trainer.shop = config, config.webshop
-    trainer.tokenizer = AutoTokenizer.from_pretrained(str(config.actor_rollout_ref.model.path))
+    trainer = trainer_shell(config)
     trainer.actor_rollout_wg = InProcessGroup(worker)
-    trainer.use_reference_policy = trainer.ref_in_actor = trainer.use_critic = False
-    trainer.train_dataloader = StatefulDataLoader(GoalSlots(2), batch_size=1, collate_fn=list)
-    trainer.global_steps = 0
     return trainer, worker
+
+
+def batch_of(trainer: Any, records: Sequence[Any]) -> tuple[Any, dict]:
+    """verl's batch of ``records`` as the shared loop builds it: the loop's returns
+    (:func:`trainer.loop.episode_returns` under the config's run configuration), then
+    ``VerlBackend.prepare`` (``_batch``)."""
+    from trainer.backends.verl.config import trainer_config
+    from trainer.backends.verl.trainer import VerlBackend
+    from trainer.loop import episode_returns
+
+    returns = episode_returns(records, trainer_config(trainer.config))
+    return VerlBackend(trainer).prepare(records, returns)
+
+
+def check_batch(checks: Checks, label: str, trainer: Any, batch: Any, metrics: dict) -> None:
+    """``check``'s batch: a multiple of the mini-batch, padded, the long prompt dropped."""
+    from trainer.backends.verl.dataproto import PAD_ID
+
+    mini = int(trainer.config.actor_rollout_ref.actor.ppo_mini_batch_size) * int(
+        trainer.config.actor_rollout_ref.rollout.n
+    )
+    pads = list(batch.non_tensor_batch["rollout_id"]).count(PAD_ID)
+    checks.expect(
+        f"batch [{label}]",
+        len(batch) % mini == 0 and metrics["batch/dropped_overlong"] == 1 and pads > 0,
+        f"{len(batch)} rows ({pads} padding, mini-batch {mini}), "
+        f"{metrics['batch/dropped_overlong']:.0f} dropped as over-long",
+    )
 
 
 def old_log_probs(trainer: Any, batch: Any) -> torch.Tensor:
@@ -262,16 +299,14 @@ class Checks:
             self.failed.append(name)
 
 
-def check_verl(checks: Checks, tiny: Path, attn: str) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def check_episodes(model: Any, tokenizer: Any) -> list[Any]:
+    """``check``'s rollouts: 3 groups of 4, the first prompt 200 tokens long."""
+    return episodes(model, tokenizer, groups=3, n=4, seed=3, long_prompt=200)
 
-    from trainer.backends.verl.dataproto import PAD_ID
-    from trainer.backends.verl.trainer import VerlBackend, checkpoint_version
 
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny))
-    model = AutoModelForCausalLM.from_pretrained(str(tiny), dtype=torch.float32).cuda().eval()
-    records = episodes(model, tokenizer, groups=3, n=4, seed=3, long_prompt=200)
-    base = [
+def check_overrides(tiny: Path) -> list[str]:
+    """``check``'s overrides of the ``smoke`` config."""
+    return [
         f"actor_rollout_ref.model.path={tiny}",
         "data.max_prompt_length=128",  # the 200-token prompt is dropped
         "data.max_response_length=256",
@@ -279,6 +314,17 @@ def check_verl(checks: Checks, tiny: Path, attn: str) -> None:
         "actor_rollout_ref.actor.optim.lr=1e-3",
         "trainer.save_freq=1",
     ]
+
+
+def check_verl(checks: Checks, tiny: Path, attn: str) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.backends.verl.trainer import VerlBackend, checkpoint_version
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny), dtype=torch.float32).cuda().eval()
+    records = check_episodes(model, tokenizer)
+    base = check_overrides(tiny)
     variants = [  # (name, use_remove_padding, mixed precision, tolerance vs fp32 forward)
         ("padding removal off, fp32", False, FP32, 1e-5),
         ("padding removal on, fp32", True, FP32, 1e-5),
@@ -288,17 +334,8 @@ def check_verl(checks: Checks, tiny: Path, attn: str) -> None:
     for label, rmpad, precision, tolerance in variants:
         overrides = [*base, f"actor_rollout_ref.model.use_remove_padding={str(rmpad).lower()}"]
         trainer, worker = inprocess_trainer("smoke", overrides, attn, precision)
-        batch, metrics = trainer._batch(records)
-        mini = int(trainer.config.actor_rollout_ref.actor.ppo_mini_batch_size) * int(
-            trainer.config.actor_rollout_ref.rollout.n
-        )
-        pads = list(batch.non_tensor_batch["rollout_id"]).count(PAD_ID)
-        checks.expect(
-            f"batch [{label}]",
-            len(batch) % mini == 0 and metrics["batch/dropped_overlong"] == 1 and pads > 0,
-            f"{len(batch)} rows ({pads} padding, mini-batch {mini}), "
-            f"{metrics['batch/dropped_overlong']:.0f} dropped as over-long",
-        )
+        batch, metrics = batch_of(trainer, records)
+        check_batch(checks, label, trainer, batch, metrics)
         old = old_log_probs(trainer, batch)
         reference, mask = hf_log_probs(model, batch)
         diff = (old - reference).abs()[mask]
@@ -411,7 +448,7 @@ def memory(name: str, attn: str, work: Path, save: bool = False) -> None:
             [rng.randrange(151000) for _ in range(r_len)], [-1.0] * r_len, 0)])
         for r in range(n)
     ]  # fmt: skip
-    batch, _ = trainer._batch(records)
+    batch, _ = batch_of(trainer, records)
     torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     trainer._train_on(batch, {})

@@ -310,7 +310,7 @@ class LocalSection:
 class VerlSection:
     """The verl backend (GPUs): a named Hydra config and overrides of its keys."""
 
-    config: str = knob("fast", "verl config name (smoke, fast, qwen, qwen3b).")
+    config: str = knob("fast", "verl config name (smoke, fast, qwen, qwen3b, smollm2).")
     overrides: tuple[str, ...] = knob((), "KEY=VALUE overrides of the verl config.")
     preflight: bool = knob(True, "Run the checks of `wsrl doctor` first, stop on a failure.")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -14,7 +16,7 @@ def test_train_verl_unknown_config_lists_choices() -> None:
     pytest.importorskip("verl")
     result = runner.invoke(cli, ["train", "--backend", "verl", "--config", "llama"])
     assert result.exit_code == 1
-    assert "smoke, fast, qwen, qwen3b" in result.output
+    assert "smoke, fast, qwen, qwen3b, smollm2" in result.output
 
 
 @pytest.fixture
@@ -115,3 +117,51 @@ def test_a_bad_value_names_its_flag() -> None:
     result = runner.invoke(cli, ["train", "--backend", "verl", "--group-size", "1"])
     assert result.exit_code == 1
     assert "--group-size=1 gives grpo no baseline" in result.output
+
+
+# --- a real model by name: SmolLM2 ---------------------------------------------------------------
+
+
+def test_print_config_resolves_the_smollm2_config() -> None:
+    pytest.importorskip("verl")
+    args = ["train", "--backend", "verl", "--config", "smollm2", "--print-config"]
+    result = runner.invoke(cli, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert (
+        "actor_rollout_ref.actor.optim.lr = 1e-05  (algorithm.lr; config smollm2)" in result.output
+    )
+    assert "webshop.max_tokens = 128  (sampling.max_tokens; config smollm2)" in result.output
+
+
+def test_model_by_name_trains_the_folder_wsrl_model_get_converted(
+    smollm2: Path, fresh_settings
+) -> None:
+    pytest.importorskip("verl")
+    from app.commands.train import FLAGS, build_run
+    from trainer.backends.verl.config import load_config
+    from trainer.backends.verl.entry import verl_overrides
+
+    fresh_settings.setenv("WSRL_DATA_DIR", str(smollm2.parents[1]))
+    run = build_run({"backend": "verl", "config": "fast", "model": "smollm2-135m"})
+    overrides = verl_overrides(run, {FLAGS["model"]})
+    assert f"actor_rollout_ref.model.path={smollm2}" in overrides
+    assert load_config("fast", overrides).actor_rollout_ref.model.path == str(smollm2)
+    # a Hugging Face id or a folder passes as typed; `tiny` is the bootstrapped policy
+    run = build_run({"backend": "verl", "model": "Qwen/Qwen2.5-0.5B-Instruct"})
+    assert "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct" in verl_overrides(
+        run, {FLAGS["model"]}
+    )
+
+
+def test_a_known_model_not_converted_says_how_to_convert_it(tmp_path: Path, fresh_settings) -> None:
+    pytest.importorskip("verl")
+    from trainer.backends.verl.doctor import model_check
+
+    fresh_settings.setenv("WSRL_DATA_DIR", str(tmp_path))
+    args = ["train", "--backend", "verl", "--config", "smollm2", "--model", "smollm2-135m"]
+    result = runner.invoke(cli, [*args, "--print-config"], terminal_width=200)
+    assert result.exit_code == 1
+    assert "not converted yet: run `wsrl model get smollm2-135m`" in result.output
+    # the config's own path (no --model): the preflight's model check says the same
+    check = model_check(str(tmp_path / "models" / "smollm2-135m"))
+    assert not check.ok and "run `wsrl model get smollm2-135m`" in check.detail

@@ -3,6 +3,8 @@ verl's own validation; our checks reject broken combinations with a fix in the m
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("verl")
@@ -18,6 +20,7 @@ MODELS = {
     "fast": "Qwen/Qwen2.5-0.5B-Instruct",
     "qwen": "Qwen/Qwen2.5-1.5B-Instruct",
     "qwen3b": "Qwen/Qwen2.5-3B-Instruct",
+    "smollm2": ".wsrl/models/smollm2-135m",  # as `wsrl model get smollm2-135m` converts it
 }
 
 
@@ -29,7 +32,7 @@ def test_config_loads_through_hydra_and_passes_verl_validation(name: str) -> Non
     assert isinstance(rollout, RolloutConfig)
     assert config.actor_rollout_ref.model.path == MODELS[name]
     assert 4 <= rollout.n <= 8
-    assert 1e-6 <= config.actor_rollout_ref.actor.optim.lr <= 5e-6
+    assert 1e-6 <= config.actor_rollout_ref.actor.optim.lr <= 1e-5
     assert rollout.multi_turn.max_assistant_turns == 15
     assert config.actor_rollout_ref.rollout.engine_kwargs.vllm.tool_call_parser == "hermes"
     assert config.algorithm.adv_estimator == "grpo"
@@ -71,8 +74,47 @@ def test_a_policy_port_workers_cannot_use_is_refused(port: str) -> None:
         load_config("fast", [f"webshop.endpoint.port={port}"])
 
 
+def test_smollm2_plays_its_model_in_text_mode_within_its_context(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config trains the folder `wsrl model get smollm2-135m` writes, which verl's own
+    model config loads; its template renders no tools, so it plays text mode; prompt and
+    reply fit the model's context and a reply fits a sample; all-zero groups still reach
+    the update; its lr is above the Qwens'."""
+    from trainer.backends.verl.config import loop_options
+    from trainer.models import chat_template_supports_tools
+
+    monkeypatch.setenv("WSRL_DATA_DIR", str(smollm2.parents[1]))
+    config = load_config("smollm2")
+    assert config.actor_rollout_ref.model.path == str(smollm2)
+    model = omega_conf_to_dataclass(config.actor_rollout_ref.model)
+    assert model.tokenizer.eos_token == "<|im_end|>" and model.hf_config.vocab_size == 49152
+    assert not chat_template_supports_tools(smollm2)
+    assert config.webshop.agent_mode == "text"
+    data = config.data
+    assert data.max_prompt_length + data.max_response_length <= model.tokenizer.model_max_length
+    assert data.max_response_length >= config.webshop.max_tokens
+    assert not loop_options(config).skip_zero_variance
+    lr = config.actor_rollout_ref.actor.optim.lr
+    assert all(lr > load_config(q).actor_rollout_ref.actor.optim.lr for q in ("fast", "qwen"))
+
+
+def test_a_tools_config_with_a_template_without_tools_is_refused(
+    smollm2: Path, test_settings
+) -> None:
+    from trainer.backends.verl.config import agent_protocol_of
+
+    config = load_config("fast", [f"actor_rollout_ref.model.path={smollm2}"])
+    with pytest.raises(ValueError, match=r"renders no tools.*webshop\.agent_mode=text"):
+        agent_protocol_of(config, test_settings, "fast")
+    text = load_config(
+        "fast", [f"actor_rollout_ref.model.path={smollm2}", "webshop.agent_mode=text"]
+    )
+    assert agent_protocol_of(text, test_settings, "fast").mode == "text"
+
+
 def test_unknown_config_name_lists_the_choices() -> None:
-    with pytest.raises(ValueError, match="smoke, fast, qwen, qwen3b"):
+    with pytest.raises(ValueError, match="smoke, fast, qwen, qwen3b, smollm2"):
         load_config("llama")
 
 

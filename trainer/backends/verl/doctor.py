@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from app.core.preflight import Check, check, service_checks
 from trainer.backends.verl.config import agent_protocol_of, check_checkpoint_disk
+from trainer.models import KNOWN_MODELS, resolve_model
 
 
 def needs_flash_attn(config) -> bool:
@@ -96,10 +97,14 @@ def _importer(module: str) -> Callable[[], str]:
 
 
 def model_check(path: str) -> Check:
-    """A local checkpoint folder, or a Hub model in the cache (else it will be downloaded)."""
+    """A local checkpoint folder, or a Hub model in the cache (else it will be downloaded).
+    The folder of a known model not converted yet (``<data_dir>/models/NAME``, as the
+    ``smollm2`` config names it) fails with the command that converts it."""
 
     def probe() -> str:
         local = Path(path)
+        if not local.exists() and local.parent.name == "models" and local.name in KNOWN_MODELS:
+            resolve_model(local.parent.parent, local.name)  # raises ModelError with the fix
         if local.is_dir():
             if not (local / "config.json").is_file():
                 raise FileNotFoundError(f"{local} has no config.json")

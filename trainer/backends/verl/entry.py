@@ -32,6 +32,7 @@ from trainer.backends.verl.config import (
 )
 from trainer.backends.verl.doctor import verl_checks
 from trainer.config import PRESETS, TINY, RunConfig, tiny_policy_path
+from trainer.models import ModelError, resolve_model
 
 logger = logging.getLogger(__name__)
 
@@ -108,9 +109,24 @@ def verl_overrides(run: RunConfig, given: set[str]) -> list[str]:
     """The Hydra overrides of the verl config that the typed options make, then the user's
     own ``--override`` (which win)."""
     paths = set(_typed(run, given))
-    if run.model == TINY and "model" in paths:
-        run = replace(run, model=str(tiny_policy_path(get_settings().data_dir)))
+    if "model" in paths:
+        run = replace(run, model=model_path(run.model))
     return [*run_overrides(run, paths), *run.verl.overrides]
+
+
+def model_path(model: str) -> str:
+    """``--model`` as ``actor_rollout_ref.model.path``: the tiny policy's folder, a model
+    ``wsrl model get`` converted (by name), else as typed (a folder, or a Hugging Face id:
+    the preflight's model check says whether it can be had). A known model not converted
+    yet stops the start with the command that converts it."""
+    data_dir = get_settings().data_dir
+    if model == TINY:
+        return str(tiny_policy_path(data_dir))
+    try:
+        found = resolve_model(data_dir, model)
+    except ModelError as exc:
+        raise StartError(str(exc)) from exc
+    return str(found) if found is not None else model
 
 
 def _load(run: RunConfig, overrides: Sequence[str]) -> DictConfig:

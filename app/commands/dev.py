@@ -108,7 +108,11 @@ def _log_says(text: str):
 
 def dev(
     model: Annotated[
-        Path | None, typer.Option(help="Policy checkpoint; default: the bootstrapped tiny one.")
+        Path | None,
+        typer.Option(
+            help="Policy checkpoint, or a model `wsrl model get` converted (smollm2-135m); "
+            "default: the bootstrapped tiny one."
+        ),
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Threads of the Celery worker.")] = 16,
     group_size: Annotated[int, _opt(A, "group_size")] = dev_default("algorithm", "group_size"),
@@ -157,6 +161,13 @@ def dev(
     starts = ",".join(run.schedule.train_starts)
     started = time.monotonic()
     settings = get_settings()
+    if model is not None:
+        from trainer.models import ModelError, resolve_model
+
+        try:
+            model = resolve_model(settings.data_dir, str(model)) or model
+        except ModelError as exc:
+            raise fail(exc) from exc
     _prepare(settings)
     _check_ports(settings)
     if model is None:
@@ -276,7 +287,10 @@ def still_running(settings) -> list[str]:
 def _child_env(settings, model: Path) -> dict[str, str] | None:
     """The children's environment for a bootstrapped tiny policy (a ``bootstrap.json``):
     the prompt history and result names it was bootstrapped with, and replies constrained
-    to the page's valid actions, each unless the user set the variable explicitly.
+    to the page's valid actions, each unless the user set the variable explicitly. A
+    model ``wsrl model get`` converted gets the constrained replies too: unconstrained,
+    SmolLM2 writes prose without an action in most replies, and its groups would be all
+    zero.
 
     Why constrained: the bootstrap's greedy replies are half invalid (an unlisted product
     id, an option the page does not offer); limited to the valid actions the same weights
@@ -287,12 +301,13 @@ def _child_env(settings, model: Path) -> dict[str, str] | None:
     import os
 
     from trainer.bootstrap.build import MANIFEST
+    from trainer.models import MANIFEST as CONVERTED
 
     manifest = model / MANIFEST
-    if not manifest.exists():
+    if not manifest.exists() and not (model / CONVERTED).exists():
         return None
     overrides = {}
-    recorded = json.loads(manifest.read_text())
+    recorded = json.loads(manifest.read_text()) if manifest.exists() else {}
     history, refs = recorded.get("history_steps"), recorded.get("result_refs")
     if "agent_history_steps" not in settings.model_fields_set and history is not None:
         overrides["WSRL_AGENT_HISTORY_STEPS"] = str(history)

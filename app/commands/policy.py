@@ -132,7 +132,13 @@ def bootstrap_command(
 
 @policy_cli.command("eval")
 def eval_command(
-    model: Annotated[Path, typer.Option(help="Checkpoint folder (a bootstrap or a train step).")],
+    model: Annotated[
+        Path,
+        typer.Option(
+            help="Checkpoint folder (a bootstrap or a train step), or a model `wsrl model get` "
+            "converted, by name."
+        ),
+    ],
     goals: Annotated[
         int,
         typer.Option(min=1, help="First N held-out goals: the test split, then the eval split."),
@@ -165,12 +171,17 @@ def eval_command(
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
     from trainer.bootstrap.build import policy_protocol
+    from trainer.models import ModelError, resolve_model
 
+    settings = get_settings()
+    try:
+        model = resolve_model(settings.data_dir, str(model)) or model
+    except ModelError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from exc
     if not (model / "config.json").is_file():
         raise typer.BadParameter(
             f"{model} is not a checkpoint folder (no config.json)", param_hint="--model"
         )
-    settings = get_settings()
     env = WebShopEnv.load(
         settings.env_data,
         settings.env_goals,

@@ -151,3 +151,13 @@ def test_bootstrapped_policy_gets_its_history_and_constrained_replies(tmp_path: 
         "WSRL_AGENT_CONSTRAIN_ACTIONS"
     )
     assert _child_env(Settings(_env_file=None), tmp_path / "not-bootstrapped") is None
+
+
+def test_a_converted_model_gets_constrained_replies(smollm2: Path) -> None:
+    from app.commands.dev import _child_env
+
+    env = _child_env(Settings(_env_file=None), smollm2)
+    assert env is not None and env["WSRL_AGENT_CONSTRAIN_ACTIONS"] == "true"
+    assert "WSRL_AGENT_HISTORY_STEPS" not in env or env["WSRL_AGENT_HISTORY_STEPS"] == (
+        os.environ.get("WSRL_AGENT_HISTORY_STEPS")
+    )

@@ -122,13 +122,16 @@ clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
 GPU_HOST ?= docker/gpu/host-cuda.txt
 # The kit's policy: the tiny policy the repository ships (trainer/bootstrap/tiny-0).
 GPU_KIT_POLICY ?= trainer/bootstrap/tiny-0
+# MODEL=smollm2-135m: the kit also carries that known model's GGUF (`wsrl model list`),
+# which first-run.sh converts on the host (CONFIG=smollm2 trains it).
+MODEL ?=
 
 gpu-lock: setup  ## re-resolve docker/gpu/lock-cp312-cu130.txt (the GPU stack, hashed) with uv
 	$(PY) -m pip install -q "uv>=0.9"
 	$(PY) docker/gpu/kit.py lock --host $(GPU_HOST) --uv $(VENV)/bin/uv
 
-gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 59 MiB and 64 MiB with the tree, manifest.json)
-	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY)
+gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 59 MiB and 64 MiB with the tree, manifest.json); MODEL=smollm2-135m adds that model
+	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY) $(if $(MODEL),--model $(MODEL))
 
 PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
 

@@ -185,15 +185,8 @@ def get_model(
     if (out / MANIFEST).is_file():
         return _info(out, converted=False)
     gguf = _gguf_of(known, source, models_dir(data_dir) / "downloads", report)
-    expected = known.sha256 if known is not None else None
     origin = f"{known.package}=={known.version}" if known is not None and source is None else None
-    digest = sha256_of(gguf)
-    if known is not None and digest != expected:
-        raise ModelError(
-            f"{gguf} is not {known.package}=={known.version}'s {Path(known.file).name} "
-            f"(sha256 {digest[:12]}..., expected {expected[:12]}...): the file is corrupt "
-            f"or another one; remove it and run `wsrl model get {name}` again"
-        )
+    digest = _checked_digest(known, gguf)
     partial = out.with_name(f".{name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     try:
@@ -222,6 +215,32 @@ def get_model(
         shutil.rmtree(partial, ignore_errors=True)
         raise ModelError(f"converting {gguf} failed: {type(exc).__name__}: {exc}") from exc
     return _info(out, converted=True)
+
+
+def known_gguf(name: str, data_dir: Path, progress: Progress | None = None) -> Path:
+    """The known model ``name``'s GGUF file, found or fetched as :func:`get_model` finds it
+    and checked against its sha256, not converted: what the offline GPU kit carries (98 MB
+    for SmolLM2 where its converted folder is 260 MiB), converted on the host with
+    ``wsrl model get NAME --from FILE``. Raises :class:`ModelError` for an unknown name or a
+    file that cannot be had or is not the known one."""
+    known = KNOWN_MODELS.get(name)
+    if known is None:
+        raise ModelError(f"unknown model {name!r}: known are {', '.join(KNOWN_MODELS)}")
+    gguf = _gguf_of(known, None, models_dir(data_dir) / "downloads", progress or (lambda *_: None))
+    _checked_digest(known, gguf)
+    return gguf
+
+
+def _checked_digest(known: KnownModel | None, gguf: Path) -> str:
+    """``gguf``'s sha256, which must be the known model's (any, for a file of the user's)."""
+    digest = sha256_of(gguf)
+    if known is not None and digest != known.sha256:
+        raise ModelError(
+            f"{gguf} is not {known.package}=={known.version}'s {Path(known.file).name} "
+            f"(sha256 {digest[:12]}..., expected {known.sha256[:12]}...): the file is corrupt "
+            f"or another one; remove it and run `wsrl model get {known.name}` again"
+        )
+    return digest
 
 
 def convert_gguf(gguf: Path, out: Path, progress: Progress) -> dict[str, Any]:

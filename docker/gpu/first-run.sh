@@ -5,6 +5,7 @@
 #   bash docker/gpu/first-run.sh receive    # once per call that carried pieces of the kit
 #   bash docker/gpu/first-run.sh run        # the last call: install, start, train, report
 #   CONFIG=fast MODEL=/models/Qwen2.5-0.5B-Instruct bash docker/gpu/first-run.sh run
+#   CONFIG=smollm2 bash docker/gpu/first-run.sh run   # a kit of `make gpu-kit MODEL=smollm2-135m`
 #   bash docker/gpu/first-run.sh run --override KEY=VALUE ...   # more of `wsrl train`'s flags
 #
 # `receive` copies build/gpu-kit/* (whatever this call carried) into /tmp/wsrl-pieces.
@@ -14,6 +15,8 @@
 # shipped tiny policy; MODEL: a model folder on the host in its place) for STEPS steps (vLLM on
 # the GPU as verl starts it, colocated: sleep/wake and weight sync each step) with a
 # held-out evaluation after each version, and writes $OUT/report.md with the logs' tails.
+# A kit built with MODEL=NAME carries that model's GGUF: `run` converts it into
+# $DATA/models/NAME first (`wsrl model get NAME --from FILE`), where its config finds it.
 # Everything lives under /tmp and in processes started with setsid: later commands of the
 # same machine see them.
 set -uo pipefail
@@ -96,6 +99,17 @@ run() {
   $PY -m pip list --format=freeze > "$OUT/host-packages.txt" 2>/dev/null
 
   mkdir -p "$DATA/policy" && cp -r /tmp/wsrl-kit/policy/tiny-0 "$DATA/policy/"
+  # The kit's model (make gpu-kit MODEL=NAME), converted here: its GGUF is smaller to carry
+  # than the converted folder. A second run finds the folder and does nothing.
+  local kit_model
+  kit_model=$($PY -c 'import json, sys; m = json.load(open(sys.argv[1])).get("model")
+print("%s %s" % (m["name"], m["file"]) if m else "")' /tmp/wsrl-kit/manifest.json)
+  if [ -n "$kit_model" ]; then
+    local name=${kit_model%% *} file=/tmp/wsrl-kit/${kit_model#* } t_model=$SECONDS
+    wsrl model get "$name" --from "$file" > "$LOGS/model.log" 2>&1 \
+      || { stamp "FAILED: converting the kit's $name"; tail_logs; exit 1; }
+    stamp "model $name in $((SECONDS - t_model)) s: $(grep -m1 -E '^(already )?converted' "$LOGS/model.log")"
+  fi
   wsrl services start > "$LOGS/services.log" 2>&1 && wsrl db upgrade >> "$LOGS/services.log" 2>&1 \
     || { stamp "FAILED: embedded Postgres/Redis"; tail_logs; exit 1; }
   setsid wsrl env serve > "$LOGS/env.log" 2>&1 < /dev/null &

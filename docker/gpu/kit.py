@@ -3,6 +3,7 @@ an offline GPU host").
 
     python docker/gpu/kit.py build     # make gpu-kit: wheels the host lacks, the project,
                                        # a tiny policy; pieces of <= 59 MiB + manifest.json
+    python docker/gpu/kit.py build --model smollm2-135m   # + that known model's GGUF
     python docker/gpu/kit.py rehearse  # CI: pieces -> pip --no-index --target under
                                        # Python 3.12, requirements checked over the host's set
     python docker/gpu/kit.py install   # on the host: pieces -> /tmp/wsrl-site (PYTHONPATH)
@@ -18,7 +19,8 @@ What goes in is decided by three files beside this one, and nothing else:
   the first run does not use).
 
 Only the standard library here, so that ``install`` runs on a bare host before anything
-is installed; ``packaging`` (on every host with pip) for the requirements check.
+is installed; ``packaging`` (on every host with pip) for the requirements check. ``build
+--model`` imports the project (it runs beside it) for its table of known models.
 """
 
 from __future__ import annotations
@@ -311,6 +313,31 @@ def policy_files(policy: Path) -> list[tuple[Path, str]]:
     return [(p, f"policy/tiny-0/{p.relative_to(policy)}") for p in files]
 
 
+def known_model(name: str, data_dir: Path) -> tuple[Path, dict]:
+    """The known model ``name``'s GGUF (``trainer/models.py``'s table; found or fetched and
+    checked as ``wsrl model get`` does) and its manifest entry. The kit carries the GGUF,
+    not the converted folder (SmolLM2: 98 MB against 260 MiB); the host converts it with
+    ``wsrl model get NAME --from FILE`` (``first-run.sh`` does)."""
+    from trainer.models import KNOWN_MODELS, ModelError, known_gguf
+
+    def progress(phase: str, done: int, total: int, detail: str) -> None:
+        print(f"model {name}: {phase} {done}/{total} {detail}", flush=True)
+
+    try:
+        gguf = known_gguf(name, data_dir, progress)
+    except ModelError as exc:
+        raise SystemExit(f"--model {name}: {exc}") from exc
+    known = KNOWN_MODELS[name]
+    return gguf, {
+        "name": name,
+        "file": f"models/{gguf.name}",
+        "bytes": gguf.stat().st_size,
+        "sha256": known.sha256,
+        "source": f"{known.package}=={known.version} ({known.file})",
+        "license": known.license,
+    }
+
+
 def tree_mib(root: Path = ROOT) -> float:
     """The size of what a device call carries besides a piece: the files git tracks or
     would track (not the ignored ones, build/ among them)."""
@@ -343,6 +370,12 @@ def build(args: argparse.Namespace) -> None:
     files.append((ours, f"wheels/{ours.name}"))
     if args.policy:
         files += policy_files(args.policy)
+    model = None
+    if args.model:
+        from app.config import get_settings
+
+        gguf, model = known_model(args.model, get_settings().data_dir)
+        files.append((gguf, model["file"]))
     manifest = {
         "kit": KIT_NAME,
         "lock": args.lock.name,
@@ -379,6 +412,7 @@ def build(args: argparse.Namespace) -> None:
         "from_host": decided.host,
         "omitted": decided.omitted,
         "policy": "policy/tiny-0" if args.policy else None,
+        "model": model,
     }
     data = json.dumps(manifest, indent=1, sort_keys=True).encode()
     manifest_path = args.out / "build" / "manifest.json"
@@ -392,6 +426,7 @@ def build(args: argparse.Namespace) -> None:
         f"{args.out}: {len(manifest['pieces'])} pieces, {total / 2**20:.0f} MiB; "
         f"{len(wheels) + 1} wheels carried, {len(decided.host)} from the host, "
         f"{len(decided.omitted)} left out (manifest.json says why)"
+        + (f"; model {model['name']} as {model['file']}" if model else "")
     )
 
 
@@ -414,6 +449,9 @@ def unpack(pieces_dir: Path, into: Path) -> dict:
     for wheel in manifest["carried"]:
         if sha256(into / "wheels" / wheel["file"]) != wheel["sha256"]:
             raise SystemExit(f"{wheel['file']}: sha256 differs from the manifest")
+    model = manifest.get("model")
+    if model and sha256(into / model["file"]) != model["sha256"]:
+        raise SystemExit(f"{model['file']}: sha256 differs from the manifest")
     return manifest
 
 
@@ -758,6 +796,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--policy", type=Path, default=None, help="a tiny policy checkpoint folder to carry (build)"
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a known model (wsrl model list) whose GGUF the kit carries, converted on the "
+        "host by first-run.sh (build)",
     )
     parser.add_argument("--python", default=None, help="Python 3.12 to rehearse with")
     parser.add_argument("--unpack", type=Path, default=Path("/tmp/wsrl-kit"))

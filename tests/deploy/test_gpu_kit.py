@@ -227,3 +227,34 @@ def test_first_run_refuses_a_model_folder_without_a_config(tmp_path: Path) -> No
     assert run.returncode == 2, run.stderr
     assert "no config.json there; name a Hugging Face model folder" in run.stderr
     assert not out.exists()
+
+
+def test_a_known_models_gguf_travels_in_pieces_and_is_checked_on_arrival(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    """`make gpu-kit MODEL=smollm2-135m`: the GGUF (98 MB, where the converted folder is
+    260 MiB) goes into the pieces under the manifest's name and sha256, which the host
+    checks after unpacking; first-run.sh then converts it with `wsrl model get`."""
+    from trainer.models import KNOWN_MODELS
+
+    known = KNOWN_MODELS["smollm2-135m"]
+    gguf, entry = kit.known_model("smollm2-135m", smollm2.parents[1])  # its downloads/
+    assert entry["name"] == "smollm2-135m" and entry["sha256"] == known.sha256
+    assert entry["file"] == "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert entry["bytes"] == gguf.stat().st_size > 90 * 2**20
+    out = tmp_path / "kit"
+    pieces = kit.pack([(gguf, entry["file"])], out, piece_mib=kit.PIECE_MIB)
+    assert len(pieces) == 2 and all(p["bytes"] <= kit.PIECE_MIB * 2**20 for p in pieces)
+    manifest = {"pieces": pieces, "carried": [], "model": entry}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert kit.unpack(out, tmp_path / "back")["model"] == entry
+    assert kit.sha256(tmp_path / "back" / entry["file"]) == known.sha256
+
+    (out / "manifest.json").write_text(json.dumps({**manifest, "model": {**entry, "sha256": HASH}}))
+    with pytest.raises(SystemExit, match=r"SmolLM2-135M-Instruct\.Q4_1\.gguf: sha256 differs"):
+        kit.unpack(out, tmp_path / "again")
+
+
+def test_an_unknown_model_for_the_kit_names_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="--model llama-7b: unknown model 'llama-7b': known are"):
+        kit.known_model("llama-7b", tmp_path)

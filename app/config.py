@@ -110,6 +110,12 @@ class Settings(BaseSettings):
         description="The reward's noun tagger: spacy (en_core_web_sm, the original's reward) "
         "or rules (approximate, no model; rewards differ on about 1 % of purchases).",
     )
+    env_unmatched: Literal["random", "refuse"] = Field(
+        "random",
+        description="An AGL reset whose instruction matches no goal: random (a random goal, "
+        "instruction_matched false) or refuse (409). Either way a warning in the env "
+        "server's log and a count in /health.",
+    )
 
     # --- rollouts ------------------------------------------------------------------------
     max_steps: int = Field(15, description="Steps before an episode ends with reward 0.")

@@ -40,6 +40,12 @@ def serve(
         help="Live sessions one client address may hold (429 beyond); default half of "
         "--max-sessions.",
     ),
+    unmatched: str | None = typer.Option(
+        None,
+        "--unmatched",
+        help="An AGL reset whose instruction matches no goal: random (a random goal) or "
+        "refuse (409); default WSRL_ENV_UNMATCHED (random).",
+    ),
 ) -> None:
     """Serve the env: native API at /, AgentGym routes at /agentgym, AGL routes at /agl.
 
@@ -58,6 +64,11 @@ def serve(
         raise typer.BadParameter(f"unknown goal set {goal_kind!r}; expected synthetic or human")
     if data is not None and products is not None:
         raise typer.BadParameter("give --data or --products, not both")
+    unmatched = unmatched or settings.env_unmatched
+    if unmatched not in ("random", "refuse"):
+        raise typer.BadParameter(
+            f"{unmatched!r}: expected random or refuse", param_hint="--unmatched"
+        )
     data_dir = None if products is not None else (data or settings.env_data)
     started = time.perf_counter()
     try:
@@ -90,6 +101,7 @@ def serve(
         max_sessions=max_sessions,
         max_sessions_per_client=max_sessions_per_client,
         token=settings.env_token,
+        unmatched=unmatched,
     )
     logger.info("serving the WebShop env on http://%s:%d", host, port)
     run_server(app, host=host, port=port)

@@ -6,6 +6,12 @@ the goal index (negative counts from the end, as Python indexing does in the rea
 out of range is a 404 where the real server fails with a 500), ``/step`` answers
 ``{state, reward, done, info}`` with ``info`` null as the real server does, ``/close``
 ends it and answers whether it was open.
+
+Bodies are typed strictly, as the other families' (``env_idx: "10"`` is a 422; the real
+server's pydantic coerced it, but AgentGym's client sends the integers ``/create``
+returned). An empty action is played, as the real server plays it (a no-op step):
+AgentGym's client forwards a model's empty reply as the action, and a 422 would end its
+evaluation run.
 Its sessions live in the same store as the native ones (same TTL and cap); an env id is
 kept as the store key ``ag-<id>``.
 """
@@ -18,7 +24,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.webshop.env import Session
 from app.webshop.pages import Page
@@ -45,16 +51,22 @@ class EnvIds:
 
 
 class StepQuery(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     env_idx: int
     action: str = Field(max_length=MAX_ACTION_CHARS)
 
 
 class ResetQuery(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     env_idx: int
     session_id: int | None = None
 
 
 class CloseQuery(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     env_idx: int
 
 
@@ -83,7 +95,7 @@ async def create(request: Request, service: ServiceDep) -> Response:
 
 @router.post("/step")
 async def step(body: StepQuery, service: ServiceDep) -> Response:
-    result = service.step(_key(body.env_idx), body.action).result
+    result = service.step(_key(body.env_idx), body.action, shown=body.env_idx).result
     return OrjsonResponse(
         {"state": result.observation, "reward": result.reward, "done": result.done, "info": None}
     )
@@ -93,7 +105,7 @@ async def step(body: StepQuery, service: ServiceDep) -> Response:
 async def reset(body: ResetQuery, service: ServiceDep) -> Response:
     """A new episode on the same env id: goal ``session_id``, or weighted random."""
     key = _key(body.env_idx)
-    service.store.get(key)  # 404 / 410 before any work
+    client = service.store.get(key, body.env_idx).client  # 404 / 410 before any work
     goal = None
     if body.session_id is not None:
         index, total = body.session_id, len(service.env.goals)
@@ -102,13 +114,13 @@ async def reset(body: ResetQuery, service: ServiceDep) -> Response:
                 f"unknown goal {index}: session_id runs from {-total} to {total - 1}"
             )
         goal = service.goal(index % total)
-    entry = service.start(goal, key=key, client=service.store.get(key).client)
+    entry = service.start(goal, key=key, client=client)
     with entry.lock:
         return OrjsonResponse([entry.session.observation(), None])
 
 
 def _read(service: WebShopService, env_idx: int, read: Callable[[Session], Any]) -> Response:
-    with service.store.using(_key(env_idx)) as entry:
+    with service.store.using(_key(env_idx), env_idx) as entry:
         return OrjsonResponse(read(entry.session))
 
 

@@ -1,16 +1,18 @@
 """Routes of the Agent Lightning WebShop example's server (mounted under ``/agl``).
 
 That server speaks ``POST /reset {session_id?, instruction?, task_id?}``, ``POST /step
-{session_id, action}`` and ``GET /health``; bad bodies are 400 and errors carry
-``"error"``. The goal of a reset:
+{session_id, action}`` and ``GET /health``; bad bodies are 400 (an empty action too: "action
+is required" there) and errors carry ``"error"``. Bodies are typed strictly, as the other
+families' (``goal_id: true`` is a 400, not goal 1). The goal of a reset:
 
 - ``instruction`` picks the goal with that instruction text (case, spacing and the price
   text ignored): a served goal, else one of the catalog's human goals (the
   ``items_human_ins.json`` instructions that the example's ``generate_tasks.py`` turns
   into tasks, also when the server serves synthetic goals); ``info.goal_set`` says which
   set ``info.goal_id`` counts in. One that no goal has gets a weighted random goal with
-  ``info.instruction_matched`` false (true when it matched) rather than an error. With an
-  instruction, ``goal_id`` is ignored, as the example's server ignores it;
+  ``info.instruction_matched`` false (true when it matched), is logged as a warning and
+  counted in ``/health``; a server run with ``WSRL_ENV_UNMATCHED=refuse`` answers it 409
+  instead. With an instruction, ``goal_id`` is ignored, as the example's server ignores it;
 - else ``goal_id`` (or a ``session_id`` that is an integer or a string of digits) is a
   goal index of the served set; an unknown one is a 404;
 - else a weighted random goal, also when an existing session is reset (as the example's
@@ -29,17 +31,12 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Response
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from app.webshop.env import Goal
 from app.webshop.server.deps import ClientDep, ServiceDep
 from app.webshop.server.responses import OrjsonResponse
-from app.webshop.server.service import (
-    MAX_ACTION_CHARS,
-    GoalNotFoundError,
-    SessionEntry,
-    WebShopService,
-)
+from app.webshop.server.service import MAX_ACTION_CHARS, Action, SessionEntry, WebShopService
 
 router = APIRouter(prefix="/agl", tags=["agent-lightning"])
 
@@ -48,14 +45,18 @@ _ID_ALIASES = AliasChoices("session_id", "sessionId")
 
 
 class ResetBody(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     session_id: int | str | None = Field(default=None, validation_alias=_ID_ALIASES)
     goal_id: int | None = Field(default=None, validation_alias=AliasChoices("goal_id", "goalId"))
     instruction: str | None = Field(default=None, max_length=MAX_ACTION_CHARS)
 
 
 class StepBody(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     session_id: str = Field(min_length=1, validation_alias=_ID_ALIASES)
-    action: str = Field(min_length=1, max_length=MAX_ACTION_CHARS)
+    action: Action
 
 
 def _goal_index(session_id: int | str | None) -> int | None:
@@ -88,11 +89,10 @@ def _reset(
     goal_set = service.env.goal_kind
     matched: bool | None = None
     if body.instruction:
-        try:
-            goal, goal_set = service.goal_by_instruction(body.instruction)
-        except GoalNotFoundError:
-            goal = None
-        matched = goal is not None
+        found = service.goal_for_instruction(body.instruction)
+        if found is not None:
+            goal, goal_set = found
+        matched = found is not None
     else:
         digits = _goal_index(body.session_id)
         goal_index = body.goal_id if body.goal_id is not None else digits
@@ -131,7 +131,7 @@ async def reset(service: ServiceDep, client: ClientDep, body: ResetBody | None =
 
 @router.post("/step")
 async def step(body: StepBody, service: ServiceDep) -> Response:
-    result = service.step(_store_key(body.session_id), body.action).result
+    result = service.step(_store_key(body.session_id), body.action, shown=body.session_id).result
     return OrjsonResponse(
         {
             "session_id": body.session_id,
@@ -145,6 +145,14 @@ async def step(body: StepBody, service: ServiceDep) -> Response:
 
 @router.get("/health")
 async def health(service: ServiceDep) -> Response:
+    """The example server's ``{status, sessions}``, plus ``unmatched_instructions``: the
+    resets whose instruction matched no goal (see the native ``/health``)."""
     live = len(service.store)
     status = "saturated" if live >= service.store.max_sessions else "ok"
-    return OrjsonResponse({"status": status, "sessions": live})
+    return OrjsonResponse(
+        {
+            "status": status,
+            "sessions": live,
+            "unmatched_instructions": service.unmatched_instructions,
+        }
+    )

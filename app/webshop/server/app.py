@@ -21,7 +21,7 @@ from app.webshop.server import agentgym, agl, native
 from app.webshop.server.auth import SessionToken
 from app.webshop.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from app.webshop.server.responses import OrjsonResponse, install_error_handlers
-from app.webshop.server.service import WebShopService
+from app.webshop.server.service import Unmatched, WebShopService
 from app.webshop.server.sessions import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def create_app(
     max_sessions_per_client: int | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
+    unmatched: Unmatched | str = Unmatched.RANDOM,
 ) -> FastAPI:
     """The server: native API at ``/``, AgentGym's at ``/agentgym``, AGL's at ``/agl``.
 
@@ -84,6 +85,8 @@ def create_app(
     default half of ``max_sessions``), so one flooding client cannot take every slot.
     ``max_body_bytes``: larger request bodies are refused with 413 before parsing.
     ``token``: session routes need ``Authorization: Bearer <token>`` (see ``auth``).
+    ``unmatched``: what an AGL reset whose instruction matches no goal gets (``random``:
+    a random goal; ``refuse``: a 409); either way it is logged and counted in ``/health``.
     """
     app = FastAPI(
         title="WebShop environment",
@@ -94,7 +97,7 @@ def create_app(
     store = SessionStore(
         ttl_s=session_ttl_s, max_sessions=max_sessions, max_per_client=max_sessions_per_client
     )
-    app.state.service = WebShopService(env, store)
+    app.state.service = WebShopService(env, store, Unmatched(unmatched))
     app.state.agentgym_ids = agentgym.EnvIds()
     install_error_handlers(app)
     app.include_router(native.router)

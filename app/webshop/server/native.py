@@ -15,7 +15,7 @@ import re
 from typing import Annotated, Any, Literal, Self
 
 from fastapi import APIRouter, Body, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.webshop.server.agentgym import KEY_PREFIX as AGENTGYM_PREFIX
@@ -23,7 +23,7 @@ from app.webshop.server.agl import KEY_PREFIX as AGL_PREFIX
 from app.webshop.server.deps import ClientDep, ServiceDep
 from app.webshop.server.limits import replaying
 from app.webshop.server.responses import OrjsonResponse, client_error, send_error
-from app.webshop.server.service import MAX_ACTION_CHARS, WebShopService, goal_json, step_json
+from app.webshop.server.service import Action, WebShopService, goal_json, step_json
 from app.webshop.server.sessions import SessionNotFoundError
 
 router = APIRouter(tags=["native"])
@@ -53,7 +53,7 @@ class CreateSession(BaseModel):
 class StepBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    action: str = Field(max_length=MAX_ACTION_CHARS)
+    action: Action
 
 
 @router.post("/sessions", status_code=201)
@@ -214,7 +214,16 @@ async def list_goals(
 
 @router.get("/goals/{goal_id}")
 async def get_goal(goal_id: int, service: ServiceDep) -> Response:
+    """A goal of the served set (the ids ``POST /sessions`` takes)."""
     return OrjsonResponse(goal_json(service.goal(goal_id)))
+
+
+@router.get("/goals/{goal_set}/{goal_id}")
+async def get_goal_in_set(goal_set: str, goal_id: int, service: ServiceDep) -> Response:
+    """A goal of the catalog's ``synthetic`` or ``human`` set, served or not: the goal an
+    AGL reset's ``info`` names by ``goal_set`` and ``goal_id``."""
+    goal = service.goal_in_set(goal_set, goal_id)
+    return OrjsonResponse({**goal_json(goal), "goal_set": goal_set})
 
 
 @router.get("/health")
@@ -224,7 +233,9 @@ async def health(service: ServiceDep) -> Response:
     container health check does not restart a busy server. ``noun_tagger`` names the
     reward's tagger (``exact``: the original's spaCy model) and its ``state`` (``loading``,
     ``ready``); one that ``failed`` to load makes the answer 503 with ``status: error``,
-    since no purchase could be scored."""
+    since no purchase could be scored. ``unmatched_instructions`` counts the AGL resets
+    whose instruction matched no goal since the start; ``unmatched`` says what they got
+    (``random``: a random goal; ``refuse``: a 409)."""
     live, cap = len(service.store), service.store.max_sessions
     tagger = service.env.nouns
     state = tagger.state()
@@ -237,6 +248,8 @@ async def health(service: ServiceDep) -> Response:
             "sessions": live,
             "max_sessions": cap,
             "noun_tagger": {"name": tagger.name, "exact": tagger.exact, "state": state},
+            "unmatched_instructions": service.unmatched_instructions,
+            "unmatched": service.unmatched.value,
         },
         status_code=503 if failed else 200,
     )

@@ -2,8 +2,14 @@
 
 Every answer is rendered with orjson (several times faster than the standard library on
 observation-sized strings). Every error is ``{"detail": "<message>"}``; under ``/agl`` the
-message is also given as ``"error"`` and a malformed body is a 400, as that example's
-server answers.
+message is also given as ``"error"`` and a bad body is a 400, as that example's server
+answers (elsewhere 422).
+
+One message shape per fault, on every route family: ``malformed JSON body: <reason>``
+(not JSON), ``unreadable JSON body: <reason>`` (JSON that cannot be decoded here: not
+UTF-8, nested too deeply, an integer of more than 4,300 digits), ``body.<field>:
+<problem>`` (a missing field, a wrong type, an empty action), ``unknown session <id as
+sent>`` (404).
 """
 
 from __future__ import annotations
@@ -62,6 +68,11 @@ class OrjsonResponse(JSONResponse):
         return orjson.dumps(content, option=_ORJSON_OPTIONS)
 
 
+def bad_body_status(path: str) -> int:
+    """The status of a body the route cannot take: 400 under ``/agl``, else 422."""
+    return 400 if path.startswith(AGL_PREFIX) else 422
+
+
 def error_response(request: Request, status: int, message: str) -> Response:
     body: dict[str, Any] = {"detail": message}
     if request.url.path.startswith(AGL_PREFIX):
@@ -93,6 +104,21 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+# FastAPI's words for a body its JSON decoder raised on with anything but a syntax error.
+_UNPARSED_BODY = "There was an error parsing the body"
+
+
+def _unreadable_reason(cause: BaseException) -> str:
+    """Why a body that is not malformed JSON could not be decoded, in the client's terms."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"not UTF-8: {cause.reason} at byte {cause.start}"
+    if isinstance(cause, RecursionError):
+        return "nested too deeply"
+    if isinstance(cause, ValueError):  # int digits; the advice after ";" is for the server
+        return str(cause).split(";", 1)[0]
+    return f"{type(cause).__name__}: {cause}"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map the store's, FastAPI's and Starlette's errors to ``{"detail": message}``."""
 
@@ -105,11 +131,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        status = 400 if request.url.path.startswith(AGL_PREFIX) else 422
+        status = bad_body_status(request.url.path)
         return error_response(request, status, _validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.detail == _UNPARSED_BODY and exc.__cause__ is not None:
+            status = bad_body_status(request.url.path)
+            message = f"unreadable JSON body: {_unreadable_reason(exc.__cause__)}"
+            return error_response(request, status, message)
         return error_response(request, exc.status_code, str(exc.detail))
 
     @app.exception_handler(Exception)

@@ -10,21 +10,51 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from app.webshop.env import Goal, StepResult, WebShopEnv
 from app.webshop.server.sessions import SessionEntry, SessionError, SessionStore
+from app.webshop.store import GOAL_KINDS
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("test", "eval", "train")
 MAX_ACTION_CHARS = 2_000
+EMPTY_ACTION = "action is empty; send search[<keywords>] or click[<element>]"
+
+
+def _not_empty(action: str) -> str:
+    if not action:
+        raise PydanticCustomError("empty_action", EMPTY_ACTION)
+    return action
+
+
+# An action as the native and AGL step bodies take it: an empty one is refused (422 / 400)
+# rather than played as a no-op. AgentGym's family plays it, as its real server does.
+Action = Annotated[str, Field(max_length=MAX_ACTION_CHARS), AfterValidator(_not_empty)]
+
+
+class Unmatched(StrEnum):
+    """What an AGL reset does with an instruction that no goal has (``WSRL_ENV_UNMATCHED``)."""
+
+    RANDOM = "random"  # a weighted random goal, ``instruction_matched: false`` (as ever)
+    REFUSE = "refuse"  # a 409: nothing is started
 
 
 class GoalNotFoundError(SessionError):
     """A goal id, split index or instruction that names no goal."""
 
     status = 404
+
+
+class UnmatchedInstructionError(SessionError):
+    """An AGL reset's instruction matched no goal and the server refuses such resets."""
+
+    status = 409
 
 
 @dataclass
@@ -66,9 +96,13 @@ def step_json(result: StepResult) -> dict[str, Any]:
 class WebShopService:
     """The env plus the session store, as the HTTP API uses them."""
 
-    def __init__(self, env: WebShopEnv, store: SessionStore) -> None:
+    def __init__(
+        self, env: WebShopEnv, store: SessionStore, unmatched: Unmatched = Unmatched.RANDOM
+    ) -> None:
         self.env = env
         self.store = store
+        self.unmatched = Unmatched(unmatched)
+        self.unmatched_instructions = 0  # AGL resets whose instruction matched no goal
         self._instruction_index: tuple[dict[str, tuple[int, str]], ...] | None = None
         self._instruction_lock = threading.Lock()
 
@@ -84,6 +118,24 @@ class WebShopService:
                 f"unknown goal {goal_id}: goal ids run from 0 to {len(self.env.goals) - 1}"
             )
         return self.env.goals[goal_id]
+
+    def goal_in_set(self, kind: str, goal_id: int) -> Goal:
+        """Goal ``goal_id`` of the catalog's ``kind`` goals (``synthetic`` or ``human``),
+        served or not: a human goal stays reachable on a server that serves synthetic ones
+        (as an AGL reset by instruction may play it)."""
+        if kind not in GOAL_KINDS:
+            raise GoalNotFoundError(
+                f"unknown goal set {kind!r}; expected one of {', '.join(GOAL_KINDS)}"
+            )
+        try:
+            goals = self.env.goal_set(kind)
+        except FileNotFoundError:
+            raise GoalNotFoundError(f"this catalog has no {kind} goals") from None
+        if not 0 <= goal_id < len(goals):
+            raise GoalNotFoundError(
+                f"unknown goal {goal_id} of the {kind} set: its ids run from 0 to {len(goals) - 1}"
+            )
+        return goals[goal_id]
 
     def goal_in_split(self, split: str, index: int) -> Goal:
         """The ``index``-th goal of ``split`` (the order of :meth:`WebShopEnv.goal_ids`)."""
@@ -118,6 +170,28 @@ class WebShopService:
             raise GoalNotFoundError(f"no goal has the instruction {instruction[:200]!r}")
         goal_id, kind = found
         return self.env.goal_set(kind)[goal_id], kind
+
+    def goal_for_instruction(self, instruction: str) -> tuple[Goal, str] | None:
+        """:meth:`goal_by_instruction`, or None (play a random goal) for an instruction no
+        goal has: counted, logged as a warning, and refused with a 409 under
+        :attr:`Unmatched.REFUSE`. A mistyped task set then shows in the log and in
+        ``/health`` instead of silently training on random goals."""
+        try:
+            return self.goal_by_instruction(instruction)
+        except GoalNotFoundError:
+            pass
+        with self._instruction_lock:
+            self.unmatched_instructions += 1
+        shown = instruction[:200]
+        if self.unmatched == Unmatched.REFUSE:
+            logger.warning("refused a reset: no goal has the instruction %r", shown)
+            raise UnmatchedInstructionError(
+                f"no goal has the instruction {shown!r}; this server refuses unmatched "
+                "instructions (WSRL_ENV_UNMATCHED=refuse): send one of its goals' "
+                "instructions, or a goal_id and no instruction"
+            ) from None
+        logger.warning("no goal has the instruction %r: playing a random goal", shown)
+        return None
 
     def _instruction_sets(self) -> list[str]:
         kinds = [self.env.goal_kind]
@@ -157,12 +231,15 @@ class WebShopService:
         )
         return self.store.add(session, key=key, client=client)
 
-    def step(self, key: str, action: str, *, with_actions: bool = False) -> Stepped:
+    def step(
+        self, key: str, action: str, *, with_actions: bool = False, shown: object = None
+    ) -> Stepped:
         """Run one action on a session, serialised with every other use of that session.
 
         ``with_actions`` also reads the page's available actions after the step (not
-        once done) under the same lock."""
-        with self.store.using(key) as entry:
+        once done) under the same lock; ``shown`` is the id as the caller sent it, for
+        the errors (see :meth:`SessionStore.get`)."""
+        with self.store.using(key, shown) as entry:
             result = entry.session.step(action)
             entry.steps.append(
                 {

@@ -150,11 +150,13 @@ class SessionStore:
         else:
             self._per_client.pop(entry.client, None)
 
-    def get(self, key: str) -> SessionEntry:
+    def get(self, key: str, shown: object = None) -> SessionEntry:
         """The live entry for ``key``, marked as used now.
 
         Raises :class:`SessionExpiredError` for an id that expired and
-        :class:`SessionNotFoundError` for one never seen (or deleted, or forgotten).
+        :class:`SessionNotFoundError` for one never seen (or deleted, or forgotten); their
+        messages name ``shown``, the id as the caller sent it, when the key differs (the
+        AgentGym and AGL families store theirs under a prefix).
         """
         now = self._clock()
         with self._lock:
@@ -163,12 +165,13 @@ class SessionStore:
                 self._expire_locked(entry, now)
                 entry = None
             if entry is None:
+                named = key if shown is None else shown
                 if key in self._expired:
                     raise SessionExpiredError(
-                        f"session {key!r} expired after {self.ttl_s:g} s without use; "
+                        f"session {named!r} expired after {self.ttl_s:g} s without use; "
                         "start a new one"
                     )
-                raise SessionNotFoundError(f"unknown session {key!r}")
+                raise SessionNotFoundError(f"unknown session {named!r}")
             entry.last_used = now
             return entry
 
@@ -199,9 +202,10 @@ class SessionStore:
             return self._sweep_locked(self._clock())
 
     @contextmanager
-    def using(self, key: str) -> Iterator[SessionEntry]:
-        """The entry for ``key``, held under its own lock for the duration of the block."""
-        entry = self.get(key)
+    def using(self, key: str, shown: object = None) -> Iterator[SessionEntry]:
+        """The entry for ``key``, held under its own lock for the duration of the block
+        (``shown``: as for :meth:`get`)."""
+        entry = self.get(key, shown)
         with entry.lock:
             entry.last_used = self._clock()
             yield entry

@@ -40,6 +40,7 @@ def test_env_serve_generated_catalog_logs_startup_and_serves(tmp_path: Path) -> 
     port = _free_port()
     log = tmp_path / "serve.log"
     env = {**os.environ, "WSRL_DATA_DIR": str(tmp_path / "state"), "WSRL_LOG_LEVEL": "INFO"}
+    env["WSRL_ENV_UNMATCHED"] = "refuse"
     cmd = [sys.executable, "-m", "app.cli", "env", "serve", "--port", str(port),
            "--products", "60", "--session-ttl", "30", "--max-sessions", "5"]  # fmt: skip
     with log.open("wb") as out:
@@ -57,12 +58,18 @@ def test_env_serve_generated_catalog_logs_startup_and_serves(tmp_path: Path) -> 
             assert step.status_code == 200
             assert client.get("/agentgym/").json() == "ok"
             assert client.get("/agl/health").json()["status"] == "ok"
+            unmatched = client.post("/agl/reset", json={"instruction": "a unicorn, please"})
+            assert unmatched.status_code == 409, unmatched.text
+            assert "WSRL_ENV_UNMATCHED=refuse" in unmatched.json()["error"]
+            health = {**health, **client.get("/health").json()}
+            assert (health["unmatched"], health["unmatched_instructions"]) == ("refuse", 1)
             for _ in range(4):
                 client.post("/sessions")
             assert client.post("/sessions").status_code == 429  # --max-sessions 5
         text = log.read_text()
         assert f"loaded 60 products and {health['goals']} synthetic goals" in text
         assert "serving the WebShop env on" in text
+        assert "refused a reset: no goal has the instruction 'a unicorn, please'" in text
     finally:
         proc.send_signal(signal.SIGINT)
         try:

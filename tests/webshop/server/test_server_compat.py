@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 
 
@@ -143,9 +145,13 @@ def test_agl_own_key_is_created_then_reset_on_a_new_goal(client) -> None:
     assert len(goals) > 1  # a weighted draw per reset, not the first goal kept
 
 
-def test_agl_unmatched_instruction_gets_a_random_goal(client) -> None:
+def test_agl_unmatched_instruction_gets_a_random_goal_said_in_log_and_health(
+    client, caplog
+) -> None:
+    before = client.get("/health").json()["unmatched_instructions"]
     body = {"instruction": "buy me a unicorn that no goal asks for", "task_id": "ws_7"}
-    r = client.post("/agl/reset", json=body)
+    with caplog.at_level(logging.WARNING, logger="app.webshop.server.service"):
+        r = client.post("/agl/reset", json=body)
     assert r.status_code == 200, r.text
     info = r.json()["info"]
     assert info["instruction_matched"] is False
@@ -154,6 +160,37 @@ def test_agl_unmatched_instruction_gets_a_random_goal(client) -> None:
         r.json()["observation"]
         == f"WebShop [SEP] Instruction: [SEP] {info['instruction']} [SEP] Search"
     )
+    warned = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert warned == [
+        "no goal has the instruction 'buy me a unicorn that no goal asks for': "
+        "playing a random goal"
+    ]
+    health = client.get("/health").json()
+    assert (health["unmatched"], health["unmatched_instructions"]) == ("random", before + 1)
+    assert client.get("/agl/health").json()["unmatched_instructions"] == before + 1
+    matched = client.post("/agl/reset", json={"instruction": info["instruction"]})
+    assert matched.json()["info"]["instruction_matched"] is True
+    assert client.get("/health").json()["unmatched_instructions"] == before + 1
+
+
+def test_agl_unmatched_instruction_refused_409_when_asked(start_server, webshop_env) -> None:
+    with (
+        start_server(unmatched="refuse", max_sessions=4, max_sessions_per_client=4) as running,
+        httpx.Client(base_url=running.url) as c,
+    ):
+        body = {"session_id": "runner-0", "instruction": "a unicorn", "goal_id": 3}
+        r = c.post("/agl/reset", json=body)
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == (
+            "no goal has the instruction 'a unicorn'; this server refuses unmatched "
+            "instructions (WSRL_ENV_UNMATCHED=refuse): send one of its goals' instructions, "
+            "or a goal_id and no instruction"
+        )
+        assert c.get("/health").json()["sessions"] == 0  # nothing was started
+        assert c.get("/agl/health").json()["unmatched_instructions"] == 1
+        instruction = webshop_env.goals[3].instruction
+        ok = c.post("/agl/reset", json={**body, "instruction": instruction})
+        assert ok.status_code == 200 and ok.json()["info"]["goal_id"] == 3
 
 
 def test_agl_reset_by_goal_id(client, webshop_env) -> None:

@@ -155,6 +155,29 @@ def test_get_goal_by_id(client, webshop_env) -> None:
     assert set(r.json()) == GOAL_KEYS
 
 
+def test_get_goal_by_set_reaches_the_human_goals_of_a_synthetic_server(client, webshop_env) -> None:
+    """An AGL reset by a human instruction plays a human goal (``goal_set: human``); its
+    id is reachable by set, where ``/goals/{id}`` names the synthetic goal of that number."""
+    human = webshop_env.goal_set("human")
+    reset = client.post("/agl/reset", json={"instruction": human[2].instruction})
+    info = reset.json()["info"]
+    assert (info["goal_set"], info["goal_id"]) == ("human", 2)
+    by_set = client.get(f"/goals/{info['goal_set']}/{info['goal_id']}")
+    assert by_set.status_code == 200, by_set.text
+    assert by_set.json()["instruction"] == human[2].instruction
+    assert by_set.json()["goal_set"] == "human"
+    assert set(by_set.json()) == GOAL_KEYS | {"goal_set"}
+    assert client.get("/goals/2").json()["instruction"] == webshop_env.goals[2].instruction
+    served = client.get("/goals/synthetic/2").json()
+    assert served == {**client.get("/goals/2").json(), "goal_set": "synthetic"}
+    for path, said in [
+        (f"/goals/human/{len(human)}", f"unknown goal {len(human)} of the human set"),
+        ("/goals/people/0", "unknown goal set 'people'; expected one of synthetic, human"),
+    ]:
+        r = client.get(path)
+        assert r.status_code == 404 and r.json()["detail"].startswith(said), r.text
+
+
 @pytest.mark.parametrize("path", ["/health"])
 def test_health_counts_products_goals_sessions(client, webshop_env, path) -> None:
     body = client.get(path).json()

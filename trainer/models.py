@@ -30,11 +30,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from app.core.agent import AgentProtocolMismatch
+
 MANIFEST = "wsrl-model.json"
 """Written last into a converted folder: what it was converted from, and its figures."""
 
 Progress = Callable[[str, int, int, str], None]
-"""``(phase, done, total, detail)``, as :class:`app.progress.WorkProgress` takes it."""
+"""``(phase, done, total, detail)``, as :class:`app.work_progress.WorkProgress` takes it."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,17 @@ def chat_template_supports_tools(model_dir: Path) -> bool:
         raw = json.loads(config.read_text()).get("chat_template") if config.is_file() else None
         text = raw if isinstance(raw, str) else json.dumps(raw or "")
     return "tools" in text
+
+
+def refuse_tools_unrendered(mode: str, model_dir: Path, asked_by: str, fix: str) -> None:
+    """Tools mode with a model whose chat template renders no tools (SmolLM2's) would send
+    every prompt without them: refused, naming what asked for it (``asked_by``) and the
+    ``fix``. Raises :class:`app.core.agent.AgentProtocolMismatch` (a ValueError)."""
+    if str(mode) == "tools" and model_dir.is_dir() and not chat_template_supports_tools(model_dir):
+        raise AgentProtocolMismatch(
+            f"agent protocol mismatch: {asked_by} asks for tools mode, but the chat template "
+            f"of {model_dir} renders no tools: they would be missing from every prompt. {fix}"
+        )
 
 
 def sha256_of(path: Path) -> str:

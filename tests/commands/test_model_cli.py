@@ -130,3 +130,27 @@ def test_training_a_known_model_not_yet_converted_says_how_to_get_it(
     assert result.returncode != 0
     said = " ".join(result.stderr.split())
     assert "model 'smollm2-135m' is not converted yet: run `wsrl model get smollm2-135m`" in said
+
+
+def test_training_smollm2_in_tools_mode_is_refused_before_anything_starts(
+    smollm2: Path, test_settings
+) -> None:
+    env = {
+        "WSRL_DATA_DIR": str(smollm2.parents[1]),
+        "WSRL_DATABASE_URL": test_settings.resolved_database_url(),
+        "WSRL_REDIS_URL": test_settings.resolved_redis_url(),
+        "WSRL_AGENT_MODE": "tools",
+        "WSRL_ENV_URL": "http://127.0.0.1:9",  # the refusal comes before the preflight
+    }
+    result = subprocess.run(
+        [*WSRL, "train", "--backend", "local", "--model", "smollm2-135m", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env, "COLUMNS": "200"},
+        check=False,
+    )
+    assert result.returncode != 0
+    said = " ".join(result.stderr.split())
+    assert "WSRL_AGENT_MODE=tools asks for tools mode, but the chat template of" in said, said
+    assert "renders no tools" in said and "env server" not in said

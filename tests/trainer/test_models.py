@@ -7,30 +7,30 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
-from app.core.agent import AgentMode, AgentProtocolMismatch
-from trainer.bootstrap.build import policy_protocol
-from trainer.models import ModelError, resolve_model
+from app.core.agent import AgentProtocolMismatch
+from trainer.models import (
+    ModelError,
+    chat_template_supports_tools,
+    refuse_tools_unrendered,
+    resolve_model,
+)
 
 
-def test_a_template_without_tools_is_played_in_text_mode_and_tools_asked_for_are_refused(
-    smollm2: Path,
+def test_tools_mode_is_refused_for_a_template_that_renders_no_tools(
+    smollm2: Path, tmp_path: Path
 ) -> None:
-    assert policy_protocol(Settings(_env_file=None), smollm2).mode == AgentMode.TEXT
-    # a default of the other mode gives way; the same setting made explicitly is refused
-    with pytest.raises(AgentProtocolMismatch, match="WSRL_AGENT_MODE=tools is set here"):
-        policy_protocol(Settings(_env_file=None, agent_mode="tools"), smollm2)
-
-
-def test_a_template_that_renders_tools_keeps_the_settings_mode(smollm2: Path, tmp_path: Path):
+    assert not chat_template_supports_tools(smollm2)
+    refuse_tools_unrendered("text", smollm2, "WSRL_AGENT_MODE=tools", "fix")
+    with pytest.raises(AgentProtocolMismatch, match="WSRL_AGENT_MODE=tools asks for tools mode"):
+        refuse_tools_unrendered("tools", smollm2, "WSRL_AGENT_MODE=tools", "fix")
     folder = tmp_path / "with-tools"
     folder.mkdir()
     (folder / "chat_template.jinja").write_text(
         "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}"
         "{% endfor %}"
     )
-    played = policy_protocol(Settings(_env_file=None, agent_mode="tools"), folder)
-    assert played.mode == AgentMode.TOOLS
+    assert chat_template_supports_tools(folder)
+    refuse_tools_unrendered("tools", folder, "WSRL_AGENT_MODE=tools", "fix")
 
 
 def test_a_run_names_a_converted_model_by_name(smollm2: Path, tmp_path: Path) -> None:

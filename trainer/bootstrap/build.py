@@ -42,7 +42,6 @@ from trainer.bootstrap.tiny_policy import (
     count_parameters,
     train_tokenizer,
 )
-from trainer.models import chat_template_supports_tools
 from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate
 
@@ -52,7 +51,7 @@ logger = logging.getLogger(__name__)
 Progress = Callable[[str, int, int, str], None]
 """``(phase, done, total, detail)``, called as the bootstrap goes: phases
 ``demonstrations``, ``tokenizer``, ``copy pretraining``, ``imitation`` (detail: epoch and
-loss). The CLI draws it (:class:`app.progress.WorkProgress`)."""
+loss). The CLI draws it (:class:`app.work_progress.WorkProgress`)."""
 
 
 def _no_progress(phase: str, done: int, total: int, detail: str) -> None:
@@ -234,8 +233,7 @@ def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
     tiny policy ``wsrl policy bootstrap`` builds with its defaults) is played in text mode
     with the history and result names it was bootstrapped on; a local trainer's checkpoint
     with the protocol its trainer published (``trainer_state.json``); the rest, and any
-    other policy's protocol, comes from the settings, in text mode when the policy's chat
-    template renders no tools (SmolLM2's: tools mode set explicitly is refused). Raises
+    other policy's protocol, comes from the settings. Raises
     :class:`app.core.agent.AgentProtocolMismatch` when a setting given explicitly
     contradicts the policy's."""
     if model_path is None:
@@ -252,9 +250,6 @@ def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
     if published is not None:
         source = f"the checkpoint's trainer ({state})"
         return agent_protocol(settings, source, AgentProtocol.from_dict(published).to_dict())
-    if not chat_template_supports_tools(model_path):
-        source = f"the chat template of {model_path}, which renders no tools,"
-        return agent_protocol(settings, source, {"mode": "text"})
     return AgentProtocol.from_settings(settings)
 
 

@@ -30,7 +30,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends import ConfigValue, StartError
 from trainer.config import TINY, RunConfig, tiny_policy_path
 from trainer.loop import LoopOptions
-from trainer.models import ModelError, resolve_model
+from trainer.models import ModelError, refuse_tools_unrendered, resolve_model
 from trainer.tracking import MetricsLogger
 
 SECTIONS = ("", "algorithm", "sampling", "schedule", "local")
@@ -105,12 +105,20 @@ def _preflight(settings: Settings, run: RunConfig) -> None:
 def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> None:
     """A bootstrapped policy was trained on prompts with a set history length, in text mode:
     the trainer publishes that protocol, and refuses settings given explicitly that say
-    otherwise. ``model_path`` None: the tiny policy that ``wsrl policy bootstrap`` builds
-    with its defaults."""
+    otherwise; a model whose chat template renders no tools is not played in tools mode.
+    ``model_path`` None: the tiny policy that ``wsrl policy bootstrap`` builds with its
+    defaults."""
     from trainer.bootstrap.build import policy_protocol  # torch
 
     try:
-        policy_protocol(settings, model_path)
+        protocol = policy_protocol(settings, model_path)
+        if model_path is not None:
+            refuse_tools_unrendered(
+                protocol.mode,
+                model_path,
+                "WSRL_AGENT_MODE=tools",
+                "Set WSRL_AGENT_MODE=text, or unset it.",
+            )
     except AgentProtocolMismatch as exc:
         raise StartError(str(exc)) from exc
 

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from app.core.agent import AgentProtocol, agent_protocol
 from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
-from trainer.models import chat_template_supports_tools
+from trainer.models import refuse_tools_unrendered
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 CONFIG_NAMES = ("smoke", "fast", "qwen", "qwen3b", "smollm2")
@@ -232,21 +232,15 @@ def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> Agen
 
     Raises :class:`app.core.agent.AgentProtocolMismatch` when this host's explicit
     ``WSRL_AGENT_*`` / ``WSRL_MAX_STEPS`` settings contradict it (the workers no longer
-    need them: they play the published protocol), and ValueError for tools mode with a
-    model folder whose chat template renders no tools (the tools would be dropped from
-    every prompt)."""
+    need them: they play the published protocol), or for tools mode with a model folder
+    whose chat template renders no tools (:func:`trainer.models.refuse_tools_unrendered`)."""
     shop = config.webshop
-    model = Path(str(config.actor_rollout_ref.model.path))
-    if (
-        str(shop.agent_mode) == "tools"
-        and model.is_dir()
-        and not chat_template_supports_tools(model)
-    ):
-        raise ValueError(
-            f"webshop.agent_mode=tools, but the chat template of {model} renders no tools: "
-            "they would be missing from every prompt. Use a text-mode config (smollm2 for "
-            "SmolLM2) or --override webshop.agent_mode=text."
-        )
+    refuse_tools_unrendered(
+        shop.agent_mode,
+        Path(str(config.actor_rollout_ref.model.path)),
+        "webshop.agent_mode=tools",
+        "Use a text-mode config (smollm2 for SmolLM2) or --override webshop.agent_mode=text.",
+    )
     source = f"the verl config {name!r}" if name else "the verl config"
     expected = {
         "mode": str(shop.agent_mode),

@@ -184,6 +184,12 @@ class Settings(BaseSettings):
     metrics_dir: Path | None = Field(
         None, description="TensorBoard event files; unset = <data_dir>/tensorboard."
     )
+    progress_every_s: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds between the plain progress lines of long commands (wsrl eval, "
+        "policy eval and bootstrap, exports, catalogs) when their output is not a terminal.",
+    )
 
     # --- the agent and its LLM calls (app/core/agent.py, workers/llm.py) ---------------
     agent_history_steps: int = Field(

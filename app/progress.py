@@ -7,8 +7,9 @@
   watcher sees what is published while it listens, nothing from before.
 * :class:`TrainingProgress`: ``wsrl dev`` prints a rollout summary, one line per new train
   step and one per finished held-out evaluation round, from Postgres.
-* :class:`WorkProgress`: long work (the tiny-policy bootstrap, ``wsrl eval``): a rich bar per
-  phase with its ETA on a terminal, plain lines when the output is a file or a pipe.
+* Long work (``wsrl eval``, ``wsrl policy eval`` and ``bootstrap``, exports, catalog
+  builds, ``wsrl model get``) shows its progress through :class:`app.work_progress.WorkProgress`,
+  a module of its own so that ``wsrl env serve`` does not import the database for it.
 """
 
 from __future__ import annotations
@@ -21,16 +22,6 @@ from datetime import datetime
 from typing import Any
 
 from redis import Redis
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -200,70 +191,3 @@ def format_step(step: TrainStep, episodes_per_s: float) -> str:
     if m.get("update/skipped"):
         line += "  no update: every group's rewards were equal"
     return line
-
-
-class WorkProgress:
-    """Progress of long work in phases, as ``update(phase, done, total, detail)`` calls.
-
-    On a terminal: one rich bar per phase (done/total, elapsed, ETA, detail). Otherwise
-    (logs, pipes, CI): a plain line when a phase starts or ends, and at most every
-    ``every_s`` seconds in between, with the same numbers. Use it as a context manager.
-    """
-
-    def __init__(self, console: Console, every_s: float = 10.0) -> None:
-        self.console, self.every_s = console, every_s
-        self.tty = console.is_terminal
-        self._bar: Progress | None = None
-        self._tasks: dict[str, TaskID] = {}
-        self._phase: str | None = None
-        self._phase_started = self._last_line = 0.0
-
-    def __enter__(self) -> WorkProgress:
-        if self.tty:
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[detail]}"),
-                console=self.console,
-            )
-            self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def update(self, phase: str, done: int, total: int, detail: str = "") -> None:
-        if self._bar is not None:
-            if phase not in self._tasks:
-                self._tasks[phase] = self._bar.add_task(phase, total=total, detail=detail)
-            self._bar.update(self._tasks[phase], completed=done, total=total, detail=detail)
-            return
-        now = time.monotonic()
-        new_phase = phase != self._phase
-        if new_phase:
-            self._phase, self._phase_started = phase, now
-        if new_phase or done >= total or now - self._last_line >= self.every_s:
-            self._last_line = now
-            self.console.print(self._line(phase, done, total, detail, now), highlight=False)
-
-    def _line(self, phase: str, done: int, total: int, detail: str, now: float) -> str:
-        elapsed = now - self._phase_started
-        parts = [f"{phase}: {done}/{total}"]
-        if total:
-            parts[0] += f" ({done / total:.0%})"
-        if detail:
-            parts.append(detail)
-        parts.append(f"elapsed {_duration(elapsed)}")
-        if 0 < done < total:
-            parts.append(f"ETA {_duration(elapsed / done * (total - done))}")
-        return ", ".join(parts)
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

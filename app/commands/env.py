@@ -9,8 +9,11 @@ import statistics
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from app.webshop.success import success_rate
+
+console = Console(soft_wrap=True)
 
 env_cli = typer.Typer(help="The WebShop environment: catalog, baselines.", no_args_is_help=True)
 
@@ -27,10 +30,16 @@ def catalog(
     human_goals: bool = typer.Option(True, help="Also write items_human_ins.json."),
 ) -> None:
     """Generate a catalog in the original WebShop file formats."""
+    from app.config import get_settings
     from app.webshop.catalog_gen import write_catalog
+    from app.work_progress import WorkProgress
 
     out.mkdir(parents=True, exist_ok=True)
-    paths = write_catalog(out, products, seed=seed, human_goals=human_goals)
+    with WorkProgress(console, get_settings().progress_every_s) as progress:
+        paths = write_catalog(
+            out, products, seed=seed, human_goals=human_goals,
+            progress=lambda done, total: progress.update("products", done, total),
+        )  # fmt: skip
     for kind, path in paths.items():
         typer.echo(f"{kind}: {path}")
 
@@ -47,11 +56,10 @@ def baseline(
     max_steps: int = typer.Option(15, "--max-steps", min=1, help="Steps per episode."),
 ) -> None:
     """Score a reference agent the WebShop way: score = 100 x mean reward, success = reward 1."""
-    from rich.progress import Progress
-
     from app.config import get_settings
     from app.webshop.agents import POLICIES, run_agent
     from app.webshop.env import WebShopEnv
+    from app.work_progress import WorkProgress
 
     if agent not in POLICIES:
         raise typer.BadParameter(f"unknown agent {agent!r}; expected {', '.join(POLICIES)}")
@@ -61,22 +69,24 @@ def baseline(
         raise typer.BadParameter(f"unknown goal set {goal_kind!r}; expected synthetic or human")
     if split not in ("test", "eval", "train"):
         raise typer.BadParameter(f"unknown split {split!r}; expected test, eval or train")
-    env = WebShopEnv.load(
-        data_dir=data or settings.env_data,
-        goals=goal_kind,
-        cache_dir=settings.data_dir / "catalog",
-        noun_tagger=settings.noun_tagger,
-    )
-    ids = env.goal_ids(split)[:limit] if limit else env.goal_ids(split)
-    if not ids:
-        raise typer.BadParameter(f"split {split!r} has no goals in this catalog")
-    policy = POLICIES[agent]
-    rewards: list[float] = []
-    with Progress(transient=True) as progress:
-        task = progress.add_task(f"{agent} on {split}", total=len(ids))
+    with WorkProgress(console, settings.progress_every_s) as progress:
+        env = WebShopEnv.load(
+            data_dir=data or settings.env_data,
+            goals=goal_kind,
+            cache_dir=settings.data_dir / "catalog",
+            noun_tagger=settings.noun_tagger,
+            progress=progress.update,
+        )
+        ids = env.goal_ids(split)[:limit] if limit else env.goal_ids(split)
+        if not ids:
+            raise typer.BadParameter(f"split {split!r} has no goals in this catalog")
+        policy = POLICIES[agent]
+        rewards: list[float] = []
+        phase = f"{agent} on {split}"
+        progress.update(phase, 0, len(ids), "episodes")
         for goal_index in ids:
             rewards.append(run_agent(env, policy, goal_index, max_steps).reward)
-            progress.advance(task)
+            progress.update(phase, len(rewards), len(ids), "episodes")
     score = 100 * statistics.fmean(rewards)
     success = 100 * success_rate(rewards)
     typer.echo(f"agent={agent} goals={goal_kind} split={split} episodes={len(rewards)}")

@@ -52,11 +52,14 @@ def serve(
     One process holds every session in memory, so there is no --workers: a session's
     requests must all reach the process that holds it.
     """
+    from rich.console import Console
+
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
     from app.webshop.nouns import TaggerUnavailableError
     from app.webshop.server.app import create_app
     from app.webshop.server.runner import serve as run_server
+    from app.work_progress import WorkProgress
 
     settings = get_settings()
     goal_kind = goals or settings.env_goals
@@ -72,13 +75,15 @@ def serve(
     data_dir = None if products is not None else (data or settings.env_data)
     started = time.perf_counter()
     try:
-        env = WebShopEnv.load(
-            data_dir=data_dir,
-            goals=goal_kind,
-            num_products=products,
-            cache_dir=settings.data_dir / "catalog",
-            noun_tagger=settings.noun_tagger,
-        )
+        with WorkProgress(Console(soft_wrap=True), settings.progress_every_s) as progress:
+            env = WebShopEnv.load(
+                data_dir=data_dir,
+                goals=goal_kind,
+                num_products=products,
+                cache_dir=settings.data_dir / "catalog",
+                noun_tagger=settings.noun_tagger,
+                progress=progress.update,
+            )
     except TaggerUnavailableError as exc:
         raise fail(exc) from exc
     except FileNotFoundError as exc:

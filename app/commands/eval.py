@@ -175,11 +175,13 @@ def _wait_with_progress(
     timeout: float,
     stop: threading.Event | None = None,
 ) -> list[Outcome]:
-    """A bar on a terminal, a plain line every 10 s otherwise (:class:`WorkProgress`)."""
+    """A bar on a terminal, a plain line every ``WSRL_PROGRESS_EVERY_S`` (10 s) otherwise
+    (:class:`WorkProgress`)."""
+    from app.config import get_settings
     from app.core import evaluation
-    from app.progress import WorkProgress
+    from app.work_progress import WorkProgress
 
-    with WorkProgress(console) as progress:
+    with WorkProgress(console, get_settings().progress_every_s) as progress:
         return evaluation.wait_for_rollouts(
             sessions,
             ids,

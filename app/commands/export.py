@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
 from rich.console import Console
 
 from app.commands import fail
-from app.exports.writers import ExportFormat
+from app.exports.writers import ExportFormat, ExportProgress
+
+if TYPE_CHECKING:
+    from app.work_progress import WorkProgress
 
 export_cli = typer.Typer(help="Export goals (verl dataset) or trajectories (JSONL / Parquet).")
 console = Console(soft_wrap=True)
@@ -37,6 +40,7 @@ def goals(
     from app.db.session import make_engine, session_scope
     from app.exports.goals import export_goals
     from app.exports.writers import ExportDependencyError
+    from app.work_progress import WorkProgress
 
     settings = get_settings()
     try:
@@ -46,7 +50,10 @@ def goals(
                 added = ensure_goals(session, settings, split)
             if added:
                 console.print(f"loaded {added} goals from {settings.env_url}")
-            written = export_goals(engine, out, fmt, split=split)
+            with WorkProgress(console, settings.progress_every_s) as progress:
+                written = export_goals(
+                    engine, out, fmt, split=split, progress=_rows(progress, "goals")
+                )
         finally:
             engine.dispose()
     except (ServicesNotRunningError, ExportDependencyError, EnqueueError) as exc:
@@ -78,12 +85,18 @@ def trajectories(
     from app.db.session import make_engine
     from app.exports.trajectories import TrajectoryFilter, export_trajectories
     from app.exports.writers import ExportDependencyError
+    from app.work_progress import WorkProgress
 
     filters = TrajectoryFilter(min_reward=min_reward, policy_version=policy_version, split=split)
     try:
-        engine = make_engine(get_settings(), json_deserializer=orjson.loads)
+        settings = get_settings()
+        engine = make_engine(settings, json_deserializer=orjson.loads)
         try:
-            written = export_trajectories(engine, out, fmt, filters, tokens=tokens)
+            with WorkProgress(console, settings.progress_every_s) as progress:
+                written = export_trajectories(
+                    engine, out, fmt, filters, tokens=tokens,
+                    progress=_rows(progress, "trajectories"),
+                )  # fmt: skip
         finally:
             engine.dispose()
     except (ServicesNotRunningError, ExportDependencyError) as exc:
@@ -91,6 +104,10 @@ def trajectories(
     except OSError as exc:
         raise fail(_cannot_write(out, exc)) from exc
     console.print(f"wrote {written} trajectories to {out}")
+
+
+def _rows(progress: WorkProgress, phase: str) -> ExportProgress:
+    return lambda written, total: progress.update(phase, written, total)
 
 
 def _cannot_write(out: Path, exc: OSError) -> str:

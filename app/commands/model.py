@@ -57,12 +57,12 @@ def get_command(
     """Fetch and convert a model into <data_dir>/models/NAME (a Hugging Face folder that
     transformers, vLLM and verl load). Idempotent: a converted folder is left as it is."""
     from app.config import get_settings
-    from app.progress import WorkProgress
+    from app.work_progress import WorkProgress
     from trainer.models import ModelError, get_model
 
     settings = get_settings()
     try:
-        with WorkProgress(console) as progress:
+        with WorkProgress(console, settings.progress_every_s) as progress:
             info = get_model(name, settings.data_dir, source=source, progress=progress.update)
     except ModelError as exc:
         raise fail(exc) from exc

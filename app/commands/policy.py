@@ -73,8 +73,8 @@ def bootstrap_command(
     No download: the tokenizer is trained on the catalog and the action grammar.
     """
     from app.config import get_settings
-    from app.progress import WorkProgress
     from app.webshop.env import WebShopEnv
+    from app.work_progress import WorkProgress
     from trainer.bootstrap.build import BootstrapConfig, bootstrap, policy_protocol
     from trainer.bootstrap.tiny_policy import TinySize
     from trainer.config import tiny_policy_path
@@ -101,13 +101,14 @@ def bootstrap_command(
         result_choice=result_choice,
     )
     target = out or tiny_policy_path(settings.data_dir, seed)
-    env = WebShopEnv.load(
-        settings.env_data,
-        settings.env_goals,
-        cache_dir=settings.data_dir / "catalog",
-        noun_tagger=settings.noun_tagger,
-    )
-    with WorkProgress(console) as progress:
+    with WorkProgress(console, settings.progress_every_s) as progress:
+        env = WebShopEnv.load(
+            settings.env_data,
+            settings.env_goals,
+            cache_dir=settings.data_dir / "catalog",
+            noun_tagger=settings.noun_tagger,
+            progress=progress.update,
+        )
         manifest = bootstrap(env, target, config, force=force, progress=progress.update)
     if manifest["cached"]:
         state = "cached"
@@ -170,6 +171,7 @@ def eval_command(
     choice of the product."""
     from app.config import get_settings
     from app.webshop.env import WebShopEnv
+    from app.work_progress import WorkProgress
     from trainer.bootstrap.build import policy_protocol
     from trainer.models import ModelError, resolve_model
 
@@ -182,12 +184,14 @@ def eval_command(
         raise typer.BadParameter(
             f"{model} is not a checkpoint folder (no config.json)", param_hint="--model"
         )
-    env = WebShopEnv.load(
-        settings.env_data,
-        settings.env_goals,
-        cache_dir=settings.data_dir / "catalog",
-        noun_tagger=settings.noun_tagger,
-    )
+    with WorkProgress(console, settings.progress_every_s) as progress:
+        env = WebShopEnv.load(
+            settings.env_data,
+            settings.env_goals,
+            cache_dir=settings.data_dir / "catalog",
+            noun_tagger=settings.noun_tagger,
+            progress=progress.update,
+        )
     constrain = settings.agent_constrain_actions if constrain_actions is None else constrain_actions
     temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
     _evaluate(
@@ -221,6 +225,8 @@ def _evaluate(
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from app.config import get_settings
+    from app.work_progress import WorkProgress
     from trainer.bootstrap.inprocess_eval import evaluate
 
     ids = held_out_goal_ids(env, goals)
@@ -235,20 +241,25 @@ def _evaluate(
         f"actions: {constrain}"
         + ("" if start == RolloutStart.SEARCH else f", starting on the {start} page")
     )
+    every_s = get_settings().progress_every_s
     for name, temperature in temperatures:
-        result = evaluate(
-            model,
-            tokenizer,
-            env,
-            ids,
-            temperature=temperature,
-            seed=seed,
-            history_steps=protocol.history_steps,
-            max_steps=protocol.max_steps,
-            constrain_actions=constrain,
-            start=start,
-            result_refs=protocol.result_refs,
-        )
+        with WorkProgress(console, every_s) as progress:
+            result = evaluate(
+                model,
+                tokenizer,
+                env,
+                ids,
+                temperature=temperature,
+                seed=seed,
+                history_steps=protocol.history_steps,
+                max_steps=protocol.max_steps,
+                constrain_actions=constrain,
+                start=start,
+                result_refs=protocol.result_refs,
+                progress=lambda done, total, detail, name=name: progress.update(
+                    f"{name}, episode steps", done, total, detail
+                ),
+            )
         console.print(
             f"{name}: success {result.success_rate:.1%} (95 % CI +/- {result.success_ci:.1%}), "
             f"mean reward {result.mean_reward:.3f} (+/- {result.reward_ci:.3f}), "

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Select, select
 
 from app.db.models import Goal
-from app.exports.writers import ExportFormat, writing
+from app.exports.writers import ExportFormat, ExportProgress, count_rows, writing
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,16 +66,19 @@ def goal_record(goal: Any, index: int) -> dict[str, Any]:
     }
 
 
-def iter_goal_records(
-    engine: Engine, *, split: str | None = None, batch_size: int = 1000
-) -> Iterator[list[dict[str, Any]]]:
-    """Batches of goal records, by split then id, from a server-side cursor."""
+def _goals_query(split: str | None) -> Select:
     query = select(
         Goal.id, Goal.split, Goal.instruction, Goal.asin, Goal.attributes,
         Goal.goal_options, Goal.price_upper,
     ).order_by(Goal.split, Goal.id)  # fmt: skip
-    if split is not None:
-        query = query.where(Goal.split == split)
+    return query if split is None else query.where(Goal.split == split)
+
+
+def iter_goal_records(
+    engine: Engine, *, split: str | None = None, batch_size: int = 1000
+) -> Iterator[list[dict[str, Any]]]:
+    """Batches of goal records, by split then id, from a server-side cursor."""
+    query = _goals_query(split)
     positions: Counter[str] = Counter()
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
@@ -137,11 +140,18 @@ def export_goals(
     *,
     split: str | None = None,
     batch_size: int = 1000,
+    progress: ExportProgress | None = None,
 ) -> int:
-    """Write the goals (of ``split``, or all) to ``out``; returns the number written."""
+    """Write the goals (of ``split``, or all) to ``out``; returns the number written.
+    ``progress(written, total)`` follows every batch (and starts at 0)."""
+    total = count_rows(engine, _goals_query(split)) if progress is not None else 0
     written = 0
     with writing(out, fmt, goal_schema) as writer:
+        if progress is not None:
+            progress(0, total)
         for batch in iter_goal_records(engine, split=split, batch_size=batch_size):
             writer.write(batch)
             written += len(batch)
+            if progress is not None:
+                progress(written, max(total, written))
     return written

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Engine, Select, select
 
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
-from app.exports.writers import ExportFormat, writing
+from app.exports.writers import ExportFormat, ExportProgress, count_rows, writing
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -230,11 +230,18 @@ def export_trajectories(
     *,
     tokens: bool = False,
     batch_size: int = 1000,
+    progress: ExportProgress | None = None,
 ) -> int:
-    """Write the matching trajectories to ``out``; returns the number written."""
+    """Write the matching trajectories to ``out``; returns the number written.
+    ``progress(written, total)`` follows every batch (and starts at 0)."""
+    total = count_rows(engine, _attempts_query(filters)) if progress is not None else 0
     written = 0
     with writing(out, fmt, lambda: trajectory_schema(tokens), JSON_COLUMNS) as writer:
+        if progress is not None:
+            progress(0, total)
         for batch in iter_trajectory_records(engine, filters, tokens=tokens, batch_size=batch_size):
             writer.write(batch)
             written += len(batch)
+            if progress is not None:
+                progress(written, max(total, written))
     return written

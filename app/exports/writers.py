@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+from sqlalchemy import Engine, Select, func, select
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,6 +28,17 @@ class ExportFormat(StrEnum):
 
 class ExportDependencyError(RuntimeError):
     """Parquet was asked for but pyarrow is not installed."""
+
+
+# ``progress(written, total)``: rows written so far of the rows the export's query counted.
+ExportProgress = Callable[[int, int], None]
+
+
+def count_rows(engine: Engine, query: Select) -> int:
+    """How many rows ``query`` returns (a progress total: one count before streaming)."""
+    with engine.connect() as conn:
+        counted = select(func.count()).select_from(query.order_by(None).subquery())
+        return int(conn.scalar(counted) or 0)
 
 
 class RecordWriter(Protocol):

@@ -24,7 +24,7 @@ import os
 import random
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -383,11 +383,19 @@ def iter_products(num_products: int, seed: int = 0) -> Iterator[GeneratedProduct
         yield maker.make(index, seed)
 
 
+PROGRESS_EVERY = 1000  # products between two progress calls
+
+
 def write_catalog(
-    out_dir: Path, num_products: int, seed: int = 0, human_goals: bool = True
+    out_dir: Path,
+    num_products: int,
+    seed: int = 0,
+    human_goals: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Path]:
     """Writes items_shuffle.json, items_ins_v2.json and (if `human_goals`)
-    items_human_ins.json into `out_dir`; returns {file kind: path}.
+    items_human_ins.json into `out_dir`; returns {file kind: path}. ``progress(written,
+    num_products)`` is called at the start, every 1,000 products and at the end.
 
     Deterministic per (num_products, seed): same arguments, byte-identical files. Files
     are written under a temporary name of this writer's own and renamed at the end, so
@@ -415,12 +423,16 @@ def write_catalog(
         products = _JsonStreamWriter(handles["items_shuffle"], b"[]")
         ins = _JsonStreamWriter(handles["items_ins_v2"], b"{}")
         human = _JsonStreamWriter(handles["items_human_ins"], b"{}") if human_goals else None
-        for generated in iter_products(num_products, seed):
+        if progress is not None:
+            progress(0, num_products)
+        for written, generated in enumerate(iter_products(num_products, seed), start=1):
             asin = generated.product["asin"]
             products.item(generated.product)
             ins.entry(asin, generated.ins)
             if human is not None and generated.human:
                 human.entry(asin, generated.human)
+            if progress is not None and written % PROGRESS_EVERY == 0:
+                progress(written, num_products)
         for writer in (products, ins, human):
             if writer is not None:
                 writer.close()
@@ -432,6 +444,8 @@ def write_catalog(
     for kind in kinds:
         handles[kind].close()
         os.replace(tmp[kind], paths[kind])
+    if progress is not None:
+        progress(num_products, num_products)
     if not human_goals:
         (out_dir / FILE_NAMES["items_human_ins"]).unlink(missing_ok=True)
     logger.info(

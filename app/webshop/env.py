@@ -16,7 +16,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import accumulate
@@ -47,7 +47,14 @@ def default_catalog_dir(cache_dir: Path, num_products: int, seed: int = DEFAULT_
     return cache_dir / f"generated-{num_products}-seed{seed}"
 
 
-def ensure_generated_catalog(cache_dir: Path, num_products: int, seed: int = DEFAULT_SEED) -> Path:
+# ``progress(phase, done, total, detail)``: long work of a load (a catalog generated or
+# compiled), as :class:`app.work_progress.WorkProgress` shows it; not called for cached work.
+Progress = Callable[[str, int, int, str], None]
+
+
+def ensure_generated_catalog(
+    cache_dir: Path, num_products: int, seed: int = DEFAULT_SEED, progress: Progress | None = None
+) -> Path:
     """Generates the catalog once; safe when several processes (servers, the scripted LLM,
     containers on one data volume) start on the same empty cache together.
 
@@ -69,7 +76,10 @@ def ensure_generated_catalog(cache_dir: Path, num_products: int, seed: int = DEF
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
         try:
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
-            write_catalog(tmp, num_products, seed=seed, human_goals=True)
+            written = None
+            if progress is not None:
+                written = _phase(progress, "generating the catalog", "products")
+            write_catalog(tmp, num_products, seed=seed, human_goals=True, progress=written)
             (tmp / COMPLETE_MARKER).write_text("ok")
             if out.exists():
                 shutil.rmtree(out)
@@ -81,6 +91,19 @@ def ensure_generated_catalog(cache_dir: Path, num_products: int, seed: int = DEF
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _phase(progress: Progress, phase: str, unit: str) -> Callable[[int, int], None]:
+    return lambda done, total: progress(phase, done, total, unit)
+
+
+def _megabytes(progress: Progress, phase: str, what: str) -> Callable[[int, int], None]:
+    def update(done: int, total: int) -> None:
+        megabytes = max(1, -(-total >> 20))  # rounded up: a small file is 1 MB, not 0
+        read = megabytes if done >= total else min(done >> 20, megabytes)
+        progress(phase, read, megabytes, f"MB of {what} read")
+
+    return update
 
 
 @contextmanager
@@ -122,6 +145,7 @@ class WebShopEnv:
         num_products: int | None = None,
         cache_dir: Path | None = None,
         noun_tagger: str = DEFAULT_TAGGER,
+        progress: Progress | None = None,
     ) -> WebShopEnv:
         """Loads the original-format files of ``data_dir`` (only their first
         ``num_products`` products when given, like the original's subset option), or,
@@ -131,16 +155,23 @@ class WebShopEnv:
         ``cache_dir`` (default ``.wsrl/catalog``) also holds the compiled catalogs and
         their search indexes (``compiled/<hash>/``), reused by every later load.
         ``noun_tagger``: the reward's, ``spacy`` (the original's, the default; an error
-        when not installed) or ``rules`` (approximate, model-free)."""
+        when not installed) or ``rules`` (approximate, model-free). ``progress``: see
+        :data:`Progress` (generating, compiling: minutes for the full original set)."""
         if goals not in GOAL_KINDS:
             raise ValueError(f"Unknown goal set {goals!r}; expected one of {GOAL_KINDS}")
         nouns = get_tagger(noun_tagger)  # an unknown or missing tagger fails before any work
         cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
         limit = num_products
         if data_dir is None:
-            data_dir = ensure_generated_catalog(cache_dir, num_products or DEFAULT_NUM_PRODUCTS)
+            size = num_products or DEFAULT_NUM_PRODUCTS
+            data_dir = ensure_generated_catalog(cache_dir, size, progress=progress)
             limit = None
-        compiled = compile_catalog(Path(data_dir), cache_dir / "compiled", PRICE_SEED, limit)
+        read = (
+            None
+            if progress is None
+            else _megabytes(progress, "compiling the catalog", "the products file")
+        )
+        compiled = compile_catalog(Path(data_dir), cache_dir / "compiled", PRICE_SEED, limit, read)
         catalog = CompiledCatalog(compiled)
         index = SearchIndex.open_or_build(catalog.iter_products(), compiled / "index")
         return cls(catalog, index, goals, nouns)

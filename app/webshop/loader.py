@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,12 +185,18 @@ def iter_products(
     items_path: Path,
     instructions: dict[str, InstructionInfo],
     price_seed: int = 0,
+    on_read: Callable[[int, int], None] | None = None,
 ) -> Iterator[tuple[Product, InstructionInfo | None]]:
-    """Yields each kept product once, in file order, with its ``items_ins_v2`` entry."""
+    """Yields each kept product once, in file order, with its ``items_ins_v2`` entry.
+    ``on_read(bytes read, file size)`` follows every 1,000 products read (the file is
+    streamed: its product count is not known before the end)."""
     rng = random.Random(price_seed)
     seen: set[str] = set()
+    size = items_path.stat().st_size
     with items_path.open("rb") as f:
-        for raw in ijson.items(f, "item", use_float=True):
+        for number, raw in enumerate(ijson.items(f, "item", use_float=True), start=1):
+            if on_read is not None and number % 1000 == 0:
+                on_read(f.tell(), size)
             asin = str(raw.get("asin", ""))
             if not asin or asin == "nan" or len(asin) > MAX_ASIN_LEN or asin in seen:
                 continue

@@ -18,7 +18,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -180,10 +180,15 @@ class CompiledCatalog:
 
 
 def compile_catalog(
-    data_dir: Path, cache_root: Path, price_seed: int = 0, limit: int | None = None
+    data_dir: Path,
+    cache_root: Path,
+    price_seed: int = 0,
+    limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Compiles the original files of ``data_dir`` once (their first ``limit`` kept
-    products when given); returns the cache folder."""
+    products when given); returns the cache folder. ``progress(bytes read, bytes)``
+    follows the products file as it is read (not called when the cache has it)."""
     items = find_file(data_dir, "items_shuffle")
     ins = find_file(data_dir, "items_ins_v2")
     human_files = sorted(data_dir.glob("items_human_ins*.json"))
@@ -197,7 +202,7 @@ def compile_catalog(
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
     try:
         logger.info("Compiling catalog %s into %s", data_dir, target)
-        _compile_into(tmp, items, ins, human, price_seed, limit)
+        _compile_into(tmp, items, ins, human, price_seed, limit, progress)
         (tmp / "done").write_text("ok")
         try:
             os.rename(tmp, target)
@@ -211,7 +216,13 @@ def compile_catalog(
 
 
 def _compile_into(
-    out: Path, items: Path, ins: Path, human: Path | None, price_seed: int, limit: int | None
+    out: Path,
+    items: Path,
+    ins: Path,
+    human: Path | None,
+    price_seed: int,
+    limit: int | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> None:
     instructions = read_instructions(ins)
     asin_index: dict[str, int] = {}
@@ -222,7 +233,10 @@ def _compile_into(
         RecordWriter(out / "products.bin") as products,
         RecordWriter(out / "goals-synthetic.bin") as goals,
     ):
-        for product, info in iter_products(items, instructions, price_seed):
+        size = items.stat().st_size
+        if progress is not None:
+            progress(0, size)
+        for product, info in iter_products(items, instructions, price_seed, progress):
             if limit is not None and products.count >= limit:
                 break
             i = products.count
@@ -233,6 +247,8 @@ def _compile_into(
                 goals.append(rec)
                 goal_attributes.append(info.instruction_attributes)  # type: ignore[union-attr]
     del instructions
+    if progress is not None:
+        progress(size, size)  # read to the end, or to ``limit``: the products are in
     _write_goal_order(out, "synthetic", synthetic_weights(goal_attributes))
     del goal_attributes
     if human is not None:

@@ -32,10 +32,34 @@ def test_env_catalog_writes_three_files(runner: CliRunner, tmp_path: Path) -> No
     assert len(json.loads((out / "items_shuffle.json").read_text())) == 30
 
 
+def _progress(output: str, phase: str) -> list[str]:
+    """The ``done/total`` of each plain progress line of ``phase``."""
+    prefix = f"{phase}: "
+    return [
+        line[len(prefix) :].split(" ")[0] for line in output.splitlines() if line.startswith(prefix)
+    ]
+
+
+def test_env_catalog_prints_progress_lines_when_not_a_terminal(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WSRL_PROGRESS_EVERY_S", "0.000001")  # a line at every update
+    out = tmp_path / "cat"
+    r = runner.invoke(cli, ["env", "catalog", "--products", "2500", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert _progress(r.output, "products") == ["0/2500", "1000/2500", "2000/2500", "2500/2500"]
+    assert "products: 1000/2500 (40%), " in r.output and "/s, elapsed" in r.output
+    assert r.output.splitlines()[-3] == f"items_shuffle: {out / 'items_shuffle.json'}"
+
+
 def test_env_baseline_oracle_on_fixture(runner: CliRunner) -> None:
+    """The fixture catalog is compiled on first use (a fresh data folder): its build and
+    the episodes show as plain lines, CliRunner's output being no terminal."""
     r = runner.invoke(cli, ["env", "baseline", "--agent", "oracle", "--data", str(FIXTURE_CATALOG)])
     assert r.exit_code == 0, r.output
     assert "episodes=15" in r.output and "score=100.0 success=100.0%" in r.output
+    assert _progress(r.output, "compiling the catalog")[-1] == "1/1"
+    assert _progress(r.output, "oracle on test") == ["0/15", "15/15"]  # 10 s between lines
 
 
 def test_env_baseline_rule_human_with_limit(runner: CliRunner) -> None:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +151,41 @@ def test_a_model_folder_without_a_checkpoint_is_a_clear_error(settings_env, tmp_
     assert result.exit_code == 2
     words = [w for w in result.output.split() if w != "│"]
     assert f"{tmp_path / 'none'} is not a checkpoint folder (no config.json)" in " ".join(words)
+
+
+def test_eval_writing_to_a_file_prints_progress_lines_while_it_runs(
+    random_policy: Path, tmp_path: Path
+) -> None:
+    """Stdout to a file (no terminal, no bar): plain lines with count, rate and ETA appear
+    in the file while the evaluation still runs, not only with the result at the end."""
+    out = tmp_path / "eval.log"
+    env = {**os.environ, "WSRL_DATA_DIR": str(tmp_path / "data"), "WSRL_MAX_STEPS": "2"}
+    env["WSRL_PROGRESS_EVERY_S"] = "0.05"
+    cmd = [sys.executable, "-m", "app.cli", "policy", "eval", "--model", str(random_policy),
+           "--goals", "30", "--no-constrain-actions"]  # fmt: skip
+    midway = re.compile(r"greedy, episode steps: (\d+)/(\d+) \(\d+%\), step \d/2, .*/s, .*ETA")
+    seen_running: list[str] = []
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and not seen_running:
+            seen_running = [line for line in out.read_text().splitlines() if midway.match(line)]
+            time.sleep(0.02)
+        assert proc.wait(timeout=300) == 0, out.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = out.read_text().splitlines()
+    assert seen_running, f"no progress line while it ran:\n{chr(10).join(lines[-20:])}"
+    done, at_most = map(int, midway.match(seen_running[0]).groups())
+    assert 0 < done < at_most <= 60  # 30 goals, at most 2 steps each (batches of 25)
+    result = next(i for i, line in enumerate(lines) if line.startswith("greedy: success"))
+    progress = [i for i, line in enumerate(lines) if line.startswith("greedy, episode steps:")]
+    assert progress and max(progress) < result
+    assert (
+        lines[min(progress)]
+        == "greedy, episode steps: 0/60 (0%), step 1/2, 0/30 episodes over, elapsed 0s"
+    )
+    assert lines[max(progress)].startswith("greedy, episode steps: 60/60 (100%), step 2/2")

@@ -214,12 +214,17 @@ def test_wsrl_export_commands_write_files(
     goals_out = tmp_path / "out" / "goals.parquet"
     done = _wsrl(url, "export", "goals", "--format", "parquet", "--out", str(goals_out))
     assert done.returncode == 0, done.stderr
-    assert "wrote 5 goals" in done.stdout
+    lines = done.stdout.splitlines()  # a pipe, not a terminal: plain progress lines
+    assert lines[0] == "goals: 0/5 (0%), elapsed 0s"
+    assert (
+        lines[1].startswith("goals: 5/5 (100%), ") and lines[2] == f"wrote 5 goals to {goals_out}"
+    )
     assert pq.read_table(goals_out).num_rows == 5
     traj_out = tmp_path / "out" / "traj.jsonl"
     args = ["export", "trajectories", "--out", str(traj_out), "--min-reward", "0.5", "--tokens"]
     done = _wsrl(url, *args)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith("trajectories: 2/2 (100%), ")
     records = _read(traj_out, ExportFormat.JSONL)
     assert {r["rollout_id"] for r in records} == {
         str(data.rollouts["retried"]),

@@ -7,7 +7,7 @@ the Celery worker); all are sampled in one batch.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,17 +63,27 @@ def evaluate(
     constrain_actions: bool = False,
     start: RolloutStart | str = RolloutStart.SEARCH,
     result_refs: ResultRefs | str = ResultRefs.IDS,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> EvalResult:
     """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
     prompts showing the last ``history_steps`` steps; ``constrain_actions`` limits each
     reply to the page's valid actions, as ``WSRL_AGENT_CONSTRAIN_ACTIONS`` does. The policy
     plays from ``start`` (:mod:`app.core.opening`); a held-out measure of the task starts
-    at ``search``. ``result_refs``: how the prompts name results, as the policy was trained."""
+    at ``search``. ``result_refs``: how the prompts name results, as the policy was trained.
+
+    ``progress(steps, at_most, detail)`` is called after every batch: the episode steps
+    played so far and at most how many there will be in all (every unfinished episode
+    playing to ``max_steps``; it shrinks as episodes end). Episodes advance together, so
+    steps, not finished episodes, are what grows at a steady pace."""
     episodes = [
         LocalEpisode(env, g, history_steps, constrain_actions, start=start, result_refs=result_refs)
         for g in goal_ids
     ]
     steps = 0
+    if progress is not None:
+        progress(
+            0, len(episodes) * max_steps, f"step 1/{max_steps}, 0/{len(episodes)} episodes over"
+        )
     for number in range(1, max_steps + 1):
         active = [e for e in episodes if not e.done]
         for start in range(0, len(active), batch_size):
@@ -91,4 +101,12 @@ def evaluate(
             for episode, out in zip(chunk, generate_batch(model, tokenizer, requests), strict=True):
                 episode.reply(out.text)
             steps += len(chunk)
+            if progress is not None:
+                played = active[: start + len(chunk)]
+                waiting = len(active) - len(played)  # yet to play step ``number``
+                alive = sum(not e.done for e in played)
+                at_most = steps + (alive + waiting) * (max_steps - number) + waiting
+                finished = sum(e.done for e in episodes)
+                detail = f"step {number}/{max_steps}, {finished}/{len(episodes)} episodes over"
+                progress(steps, at_most, detail)
     return EvalResult([e.reward for e in episodes], sum(e.invalid for e in episodes), steps)

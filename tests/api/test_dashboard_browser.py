@@ -119,7 +119,20 @@ def test_dashboard_pages_in_a_browser(run: dict, browser, tmp_path: Path) -> Non
     page.click("button[type=submit]")
     page.wait_for_url(f"{api.url}/dashboard")
 
-    # Overview: both versions with their train episodes, the eval round with its interval.
+    # Overview: it opens on the curves (held-out success and reward by version with their
+    # intervals, then train), in the first screenful; the versions table comes below.
+    held_out = page.locator("#curves #held-out svg.chart")
+    assert held_out.locator("g.success circle").count() == 1  # one round, at v2
+    assert held_out.locator("g.reward circle").count() == 1
+    assert held_out.locator("g.success line").count() == 1  # its interval
+    assert "v2" in held_out.locator("text").all_text_contents()
+    chart_box, table_box = held_out.bounding_box(), page.locator("#versions table").bounding_box()
+    assert chart_box is not None and table_box is not None
+    assert chart_box["y"] + chart_box["height"] <= table_box["y"]
+    assert chart_box["y"] + chart_box["height"] <= 900  # the viewport: no scrolling
+    assert "Train: no train step recorded yet" in page.inner_text("#curves")  # no trainer here
+
+    # Both versions with their train episodes, the eval round with its intervals.
     versions = page.locator("#versions tr.version")
     assert versions.count() == 2
     assert versions.nth(0).inner_text().startswith("v2")
@@ -128,7 +141,6 @@ def test_dashboard_pages_in_a_browser(run: dict, browser, tmp_path: Path) -> Non
     assert v2_cells[3] == str(2 * GOALS)  # train episodes of v2
     assert page.locator("#evals tr.round").count() == 1
     assert str(GOALS) in page.locator("#evals tr.round").inner_text()
-    assert page.locator("#evals svg.chart circle").count() == 1
     assert page.locator("#queued b").inner_text() == "0"
     _shot(page, "overview", tmp_path)
 

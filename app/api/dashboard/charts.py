@@ -6,6 +6,7 @@ are formatted or escaped here).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,8 @@ def _y(value: float) -> float:
     return TOP + (1.0 - max(0.0, min(1.0, value))) * (HEIGHT - TOP - BOTTOM)
 
 
-def _frame(title: str, x_label: str, x_low: float, x_high: float) -> list[str]:
+def _frame(title: str) -> list[str]:
+    """The chart's opening tag, title and the 0..1 grid; the x axis is the caller's."""
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
@@ -38,10 +40,6 @@ def _frame(title: str, x_label: str, x_low: float, x_high: float) -> list[str]:
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
             f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">{tick:g}</text>'
         )
-    parts.append(
-        f'<text x="{LEFT}" y="{HEIGHT - 6}">{escape(x_label)} {x_low:g}</text>'
-        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 6}" text-anchor="end">{x_high:g}</text>'
-    )
     return parts
 
 
@@ -52,7 +50,11 @@ def lines(
     if not xs:
         return Markup("")
     low, high = min(xs), max(xs)
-    parts = _frame(title, x_label, low, high)
+    parts = _frame(title)
+    parts.append(
+        f'<text x="{LEFT}" y="{HEIGHT - 6}">{escape(x_label)} {low:g}</text>'
+        f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 6}" text-anchor="end">{high:g}</text>'
+    )
     for (name, values), colour in zip(series.items(), COLOURS, strict=False):
         points = " ".join(
             f"{_x(x, low, high):.1f},{_y(v):.1f}"
@@ -67,25 +69,55 @@ def lines(
     return Markup("".join(parts))
 
 
-def intervals(title: str, rounds: Sequence[dict[str, Any]]) -> Markup:
-    """Success rate of each eval round as a dot with its 95 % interval as a bar."""
+def held_out(title: str, rounds: Sequence[dict[str, Any]]) -> Markup:
+    """Held-out success and mean reward of each eval round, by the policy version it
+    played (oldest first): a dot per value with its 95 % interval as a bar, the dots of a
+    series joined into a curve, the versions under the x axis."""
     shown = [r for r in rounds if r["episodes"]]
     if not shown:
         return Markup("")
-    parts = _frame(title, "round", 1, len(shown))
-    for i, row in enumerate(shown, start=1):
-        x = _x(i, 0.5, len(shown) + 0.5)
-        label = escape(
-            f"v{row['version']}: success {row['success']:.2f} "
-            f"[{row['low']:.2f}, {row['high']:.2f}] on {row['episodes']} episodes"
+    parts = _frame(title)
+    n = len(shown)
+    xs = [_x(i, 0.5, n + 0.5) for i in range(1, n + 1)]
+    offset = min(6.0, (WIDTH - LEFT - RIGHT) / n / 6)
+    series = (  # the train curve's colours: reward first, then success
+        ("reward", "mean_reward", "reward_low", "reward_high", COLOURS[0], -offset),
+        ("success", "success", "low", "high", COLOURS[1], offset),
+    )
+    for name, key, low, high, colour, dx in series:
+        points = " ".join(
+            f"{x + dx:.1f},{_y(float(r[key])):.1f}" for x, r in zip(xs, shown, strict=True)
         )
         parts.append(
-            f'<g><title>{label}</title><line x1="{x:.1f}" x2="{x:.1f}" y1="{_y(row["low"]):.1f}" '
-            f'y2="{_y(row["high"]):.1f}" stroke="{COLOURS[0]}" stroke-width="2"/>'
-            f'<circle cx="{x:.1f}" cy="{_y(row["success"]):.1f}" r="3" fill="{COLOURS[0]}"/></g>'
+            f'<polyline class="{name}" fill="none" stroke="{colour}" stroke-width="1" '
+            f'stroke-opacity="0.6" points="{points}"/>'
         )
+        for x, row in zip(xs, shown, strict=True):
+            value = float(row[key])
+            label = escape(
+                f"{_versions(row)}: {name} {value:.3f} [{row[low]:.3f}, {row[high]:.3f}] "
+                f"on {row['episodes']} episodes"
+            )
+            parts.append(
+                f'<g class="{name}"><title>{label}</title>'
+                f'<line x1="{x + dx:.1f}" x2="{x + dx:.1f}" y1="{_y(row[low]):.1f}" '
+                f'y2="{_y(row[high]):.1f}" stroke="{colour}" stroke-width="2"/>'
+                f'<circle cx="{x + dx:.1f}" cy="{_y(value):.1f}" r="3" fill="{colour}"/></g>'
+            )
+    every = max(1, math.ceil(n / 12))  # at most about 12 version labels
+    for i, (x, row) in enumerate(zip(xs, shown, strict=True)):
+        if i % every == 0 or i == n - 1:
+            parts.append(
+                f'<text x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
+                f"{escape(_versions(row))}</text>"
+            )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _versions(row: dict[str, Any]) -> str:
+    low, high = row["version"], row["last_version"]
+    return f"v{high}" if low == high else f"v{low}–{high}"
 
 
 def stacked_bar(title: str, parts_s: dict[str, float]) -> Markup:

@@ -264,7 +264,10 @@ def overview(request: Request) -> HTMLResponse:
         times_bar=charts.stacked_bar("mean seconds per phase of a train step", times["phases"]),
         times_legend=charts.legend(list(times["phases"])),
         rounds=rounds,
-        rounds_chart=charts.intervals("held-out success by eval round, 95 % interval", rounds),
+        held_out=charts.held_out(
+            "held-out success and mean reward by policy version, 95 % intervals", rounds
+        ),
+        held_out_legend=charts.legend(["mean reward", "success"]),
         flower_url=f"{request.url.scheme}://{host}:{settings.flower_port}",
         tensorboard_url=f"{request.url.scheme}://{host}:6006",
     )

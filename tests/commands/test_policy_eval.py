@@ -153,6 +153,7 @@ def test_a_model_folder_without_a_checkpoint_is_a_clear_error(settings_env, tmp_
     assert f"{tmp_path / 'none'} is not a checkpoint folder (no config.json)" in " ".join(words)
 
 
+@pytest.mark.slow
 def test_eval_writing_to_a_file_prints_progress_lines_while_it_runs(
     random_policy: Path, tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ import typer
 from rich.console import Console
 
 from app.commands import fail
+from trainer.config import Schedule, defaults
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,6 +58,14 @@ def eval_command(
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model name served at --base-url.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the episodes.")] = 3600.0,
+    temperature: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Sampling temperature of the episodes; 0 (greedy) as the trainer's held-out "
+            "rounds.",
+        ),
+    ] = defaults(Schedule).eval_temperature,
 ) -> None:
     """Run eval rollouts on the first LIMIT goals of SPLIT and print the score."""
     # Imported here, not at the top: ``wsrl --help`` loads every command module.
@@ -79,7 +88,7 @@ def eval_command(
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, _deferred_interrupt(stop))
     try:
-        ids = _enqueue(sessions, celery, settings, split, limit, base_url, model)
+        ids = _enqueue(sessions, celery, settings, split, limit, base_url, model, temperature)
         console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
         try:
             outcomes = _wait_with_progress(sessions, ids, timeout, stop)
@@ -131,8 +140,10 @@ def _enqueue(
     limit: int,
     base_url: str | None,
     model: str | None,
+    temperature: float,
 ) -> list[uuid.UUID]:
-    """Load the split's goals from the env server, publish the endpoint, queue the rollouts."""
+    """Load the split's goals from the env server, publish the endpoint, queue the rollouts
+    (sampled at ``temperature``, whatever the workers' ``WSRL_LLM_TEMPERATURE``)."""
     from app.core.enqueue import reach_broker
     from app.core.env_client import EnvClient
     from app.core.evaluation import enqueue_evaluation, publish_for_evaluation, split_goal_ids
@@ -150,7 +161,8 @@ def _enqueue(
             finally:
                 redis.close()
             console.print(f"published {model} at {base_url} as policy version {version}")
-        ids = enqueue_evaluation(session, celery, goal_ids, settings=settings)
+        sampling = {"temperature": temperature}
+        ids = enqueue_evaluation(session, celery, goal_ids, settings=settings, sampling=sampling)
     return ids
 
 

@@ -88,7 +88,9 @@ def test_eval_of_rollouts_failed_by_an_outage_exits_1_and_says_so(
     make_database: Callable[[], str], redis_url: str, tmp_path: Path
 ) -> None:
     """The LLM server answers 503 past every budget: no episode completes, so the last
-    line has no score to give and says ``failed=3``, and the exit status is 1."""
+    line has no score to give and says ``failed=3``, and the exit status is 1. The
+    rollouts were queued greedy, as the trainer's held-out rounds, whatever the workers'
+    ``WSRL_LLM_TEMPERATURE`` (1.0 by default)."""
     settings = isolated_settings(
         make_database,
         redis_url,
@@ -114,6 +116,13 @@ def test_eval_of_rollouts_failed_by_an_outage_exits_1_and_says_so(
     said = " ".join(done.stderr.split())  # the console wraps long lines
     assert "3 of 3 rollouts did not complete (not in the score), 3 for an infrastructure" in said
     assert "3 x LLMUnavailable" in said
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            sampled = session.scalars(select(Rollout.sampling)).all()
+    finally:
+        engine.dispose()
+    assert sampled == [{"temperature": 0.0}] * 3
 
 
 @contextlib.contextmanager

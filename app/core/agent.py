@@ -189,8 +189,10 @@ def format_available_actions(available_actions: dict[str, Any]) -> list[str]:
     return lines
 
 
-# The free text of a constrained search: no brackets (the action would not parse) and one line.
-SEARCH_TEXT_REGEX = r"[^\[\]\n]+"
+# The free text of a constrained search: no brackets (the action would not parse), one line,
+# and no angle brackets: the prompt's placeholder, ``search[<keywords>]``, cannot be typed
+# as it is (SmolLM2-135M-Instruct did in 450 of its 455 constrained searches).
+SEARCH_TEXT_REGEX = r"[^\[\]\n<>]+"
 
 
 def action_structured_outputs(

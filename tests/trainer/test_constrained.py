@@ -55,9 +55,11 @@ def test_page_actions_regex_matches_every_listed_click_and_nothing_else() -> Non
     assert not pattern.matches("click[ B00XYZ999]")
     assert not pattern.matches("search[ mug]")  # no search bar on this page
     search_page = {"has_search_bar": True, "clickables": ["search"]}
-    assert compile_pattern(regex_of(action_structured_outputs(search_page))).matches(
-        "search[ blue ceramic mug]"
-    )
+    searches = compile_pattern(regex_of(action_structured_outputs(search_page)))
+    assert searches.matches("search[ blue ceramic mug]")
+    # the prompt lists the search as search[<keywords>]: the placeholder is no search text
+    assert not searches.matches("search[<keywords>]")
+    assert not re.fullmatch(action_structured_outputs(search_page)["regex"], "search[<keywords>]")
 
 
 def _prompt(tokenizer) -> list[int]:

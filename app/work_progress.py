@@ -40,6 +40,7 @@ class WorkProgress:
         self._tasks: dict[str, TaskID] = {}
         self._phase: str | None = None
         self._phase_started = self._last_line = 0.0
+        self._last_count: tuple[int, int] | None = None  # (done, total) of the last line
 
     def __enter__(self) -> WorkProgress:
         return self
@@ -70,8 +71,10 @@ class WorkProgress:
         new_phase = phase != self._phase
         if new_phase:
             self._phase, self._phase_started = phase, now
+        if (done, total) == self._last_count and not new_phase:
+            return  # said already (a phase's end reported twice)
         if new_phase or done >= total or now - self._last_line >= self.every_s:
-            self._last_line = now
+            self._last_line, self._last_count = now, (done, total)
             self.console.print(self._line(phase, done, total, detail, now), highlight=False)
 
     def _line(self, phase: str, done: int, total: int, detail: str, now: float) -> str:

@@ -28,6 +28,7 @@ def test_plain_lines_when_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
         progress.update("imitation", 1, 10, "epoch 1/2")  # 1 s later: quiet
         progress.update("imitation", 5, 10, "epoch 1/2, loss 0.500")  # 20 s: a line, ETA
         progress.update("imitation", 10, 10, "epoch 2/2, loss 0.250")  # done: a line
+        progress.update("imitation", 10, 10, "epoch 2/2, loss 0.250")  # said already: quiet
         progress.update("evaluating", 0, 4)  # next phase: a line
     lines = out.getvalue().splitlines()
     assert lines == [

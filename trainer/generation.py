@@ -127,6 +127,33 @@ def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -
     return {i for i in [tokenizer.eos_token_id, *ids] if i is not None}
 
 
+def _prefill(
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DynamicCache]:
+    """The prompts' last logits (B, V), attention mask and positions (B, L) and their KV
+    cache. Equal prompts (a GRPO group's first turn) are computed once and their cache
+    rows repeated (8 replies to one 400-token prompt of SmolLM2-135M: 3-8 s instead of 19-26
+    s); only the last position's logits are computed (a 49k-token head over every prompt
+    position was a quarter of its prefill)."""
+    device = next(model.parameters()).device
+    unique = list(dict.fromkeys(tuple(p) for p in prompts))
+    row = {p: i for i, p in enumerate(unique)}
+    where = torch.tensor([row[tuple(p)] for p in prompts], device=device)  # (B,)
+    ids, mask = (t.to(device) for t in left_pad(unique, pad_id))  # (U, L) each
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (U, L)
+    cache = DynamicCache()
+    logits = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        logits_to_keep=1,
+    ).logits[:, -1]  # (U, V)
+    if len(unique) < len(prompts):
+        cache.reorder_cache(where)
+    return logits[where], mask[where], positions[where], cache
+
+
 @torch.no_grad()
 def generate_batch(
     model: PreTrainedModel,
@@ -143,12 +170,7 @@ def generate_batch(
         for i, r in enumerate(requests)
     ]
     device = next(model.parameters()).device
-    ids, mask = (t.to(device) for t in left_pad([r.prompt_ids for r in requests], pad_id))
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
-    cache = DynamicCache()
-    logits = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache
-    ).logits[:, -1]  # (B, V)
+    logits, mask, positions, cache = _prefill(model, [r.prompt_ids for r in requests], pad_id)
     while True:
         logits = logits.float().cpu()  # (B, V)
         next_ids = torch.full((len(rows),), pad_id, dtype=torch.long, device=device)  # (B,)

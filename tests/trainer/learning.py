@@ -1,4 +1,5 @@
-"""The CI learning run's sizes, its policy and its held-out measure (test_learning.py).
+"""The CI learning run's sizes, its policy and its held-out measure (test_learning.py), and
+the services every learning test plays through (test_learning.py, test_learning_smollm2.py).
 
 The held-out player is the pipeline's own: :class:`trainer.bootstrap.play.LocalEpisode` (the agent
 protocol and the page's ``structured_outputs``) and :func:`trainer.generation.generate_batch`
@@ -15,9 +16,18 @@ goals it never saw.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from helpers.processes import celery_worker, env_server
+
+from app.config import Settings
+from app.core.enqueue import sync_goals
+from app.core.env_client import EnvClient
+from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.env import WebShopEnv
 from app.webshop.pages import Page
 from trainer.backends.local.learner import Learner
@@ -85,3 +95,34 @@ def held_out(backend: Learner, env: WebShopEnv, run: Run) -> tuple[float, float]
             episode.reply(out.text)
     rewards = [e.reward for e in episodes]
     return statistics.fmean(rewards), sum(r == 1.0 for r in rewards) / len(rewards)
+
+
+@contextmanager
+def loop_stack(settings: Settings, log_dir: Path, **agent: Any) -> Iterator[Settings]:
+    """``wsrl env serve`` on the generated catalog, its goals in Postgres and one ``wsrl
+    worker`` whose agent plays with the settings ``agent``; yields the settings the trainer
+    runs with (the env server's URL, ``agent``)."""
+    server = env_server(log_dir, settings, data=None).start(timeout_s=180)
+    settings = settings.model_copy(update={"env_url": server.url, **agent})
+    engine = make_engine(settings)
+    worker = None
+    try:
+        with session_scope(make_sessionmaker(engine)) as session, EnvClient(server.url) as client:
+            sync_goals(session, client)
+        worker = celery_worker(log_dir, settings, concurrency=8, name="learn").start()
+        yield settings
+    finally:
+        if worker is not None:
+            worker.stop()
+        server.stop()
+        engine.dispose()
+
+
+def flip_sign(original):
+    """``original`` (advantages of rollouts) with every advantage's sign flipped: the
+    sabotage every learning check must catch."""
+
+    def flipped(*args, **kwargs):
+        return [-a for a in original(*args, **kwargs)]
+
+    return flipped

@@ -1,5 +1,6 @@
-"""Batched KV-cache sampling: left padding does not change the logprobs."""
+"""Batched KV-cache sampling: left padding and shared prompts do not change the logprobs."""
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -20,10 +21,17 @@ def test_top_p_keeps_only_the_nucleus() -> None:
     assert sample_token(logits, 0.0, 1.0, gen) == 0
 
 
-def test_batched_logprobs_equal_unpadded_forward(tiny_checkpoint) -> None:
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        [[1, 30, 40, 50, 60, 70, 80, 90], [1, 33], [1, 44, 55, 66]],
+        [[1, 44, 55, 66], [1, 30, 40, 50, 60, 70, 80, 90], [1, 44, 55, 66], [1, 44, 55, 66]],
+    ],
+    ids=["distinct", "shared"],  # shared: a group's prompt is prefilled once
+)
+def test_batched_logprobs_equal_unpadded_forward(tiny_checkpoint, prompts) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(tiny_checkpoint)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_checkpoint))
-    prompts = [[1, 30, 40, 50, 60, 70, 80, 90], [1, 33], [1, 44, 55, 66]]
     requests = [GenerationRequest(p, max_tokens=10, seed=i) for i, p in enumerate(prompts)]
     outs = generate_batch(model, tokenizer, requests)
     for prompt, out in zip(prompts, outs, strict=True):

@@ -23,13 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.processes import ServiceProcess, celery_worker, env_server
-from learning import Run, build_checkpoint, held_out
+from learning import Run, build_checkpoint, flip_sign, held_out, loop_stack
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.core.enqueue import sync_goals
-from app.core.env_client import EnvClient
 from app.db.models import Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.env import WebShopEnv
@@ -59,30 +56,16 @@ def checkpoint(env: WebShopEnv, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 @pytest.fixture
-def stack(fresh_settings: Settings, tmp_path: Path) -> Iterator[tuple[Settings, ServiceProcess]]:
+def stack(fresh_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
     """The env server on the generated catalog, its goals in Postgres, and one worker."""
-    server = env_server(tmp_path, fresh_settings, data=None).start(timeout_s=180)
-    settings = fresh_settings.model_copy(
-        update={
-            "env_url": server.url,
-            "max_steps": RUN.max_steps,
-            "llm_max_tokens": RUN.max_tokens,
-            "agent_constrain_actions": True,
-            "agent_history_steps": 1,
-        }
-    )
-    engine = make_engine(settings)
-    worker = None
-    try:
-        with session_scope(make_sessionmaker(engine)) as session, EnvClient(server.url) as client:
-            sync_goals(session, client)
-        worker = celery_worker(tmp_path, settings, concurrency=8, name="learn").start()
-        yield settings, worker
-    finally:
-        if worker is not None:
-            worker.stop()
-        server.stop()
-        engine.dispose()
+    agent = {
+        "max_steps": RUN.max_steps,
+        "llm_max_tokens": RUN.max_tokens,
+        "agent_constrain_actions": True,
+        "agent_history_steps": 1,
+    }
+    with loop_stack(fresh_settings, tmp_path, **agent) as settings:
+        yield settings
 
 
 def loop_run(
@@ -130,7 +113,7 @@ def check_learned(before, after, metrics) -> None:
 def test_grpo_through_the_loop_raises_held_out_reward(
     stack, checkpoint: Path, env: WebShopEnv, tmp_path: Path
 ) -> None:
-    settings, _ = stack
+    settings = stack
     check_learned(*loop_run(settings, checkpoint, env, tmp_path))
     engine = make_engine(settings)
     with session_scope(make_sessionmaker(engine)) as session:
@@ -139,13 +122,6 @@ def test_grpo_through_the_loop_raises_held_out_reward(
     engine.dispose()
     assert {str(s) for s in starts} == {"item"}
     assert trained >= RUN.steps * RUN.goals_per_step * RUN.group_size
-
-
-def _flip_sign(original):
-    def flipped(*args, **kwargs):
-        return [-a for a in original(*args, **kwargs)]
-
-    return flipped
 
 
 def _shift_masks(original):
@@ -173,10 +149,10 @@ def test_a_broken_update_in_the_loop_fails_the_check(
 ) -> None:
     if sabotage == "sign":
         monkeypatch.setattr(
-            local_run, "rollout_advantages", _flip_sign(local_run.rollout_advantages)
+            local_run, "rollout_advantages", flip_sign(local_run.rollout_advantages)
         )
     else:
         monkeypatch.setattr(local_run, "build_samples", _shift_masks(local_run.build_samples))
-    settings, _ = stack
+    settings = stack
     with pytest.raises(AssertionError, match=caught_by):
         check_learned(*loop_run(settings, checkpoint, env, tmp_path))

@@ -140,3 +140,41 @@ def test_a_model_without_a_separate_decoder_uses_full_logits(tiny_checkpoint) ->
 
     backend.model.get_decoder = no_decoder
     assert not head_only_matches(backend.model, len(backend.tokenizer))
+
+
+SHARED = [  # a group's replies to one prompt, and another prompt's reply
+    sample("a", [1, 30, 40, 50, 60], [70, 80, 2], 1.0),
+    sample("b", [1, 31], [50, 2], -1.0),
+    sample("c", [1, 30, 40, 50, 60], [90, 2], -1.0),
+    sample("d", [1, 30, 40, 50, 60], [70, 91, 92, 93, 2], 1.0),
+]
+
+
+def test_replies_to_a_shared_prompt_get_the_full_forward_logprobs_and_gradients(
+    tiny_checkpoint,
+) -> None:
+    model = Learner(tiny_checkpoint, TrainerConfig()).model
+    batch = collate(SHARED, pad_id=0)
+    mask = batch.loss_mask.bool()
+    grads = []
+    for shared in (True, False):
+        model.zero_grad()
+        if shared:
+            logp, _ = generated_token_stats(
+                model, batch.input_ids, batch.attention_mask, batch.loss_mask
+            )
+        else:
+            logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            logp = token_logprobs(logits, batch.input_ids) * batch.loss_mask
+        (logp[mask] * torch.arange(1.0, mask.sum().item() + 1)).sum().backward()
+        grads.append((logp.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])))
+    assert torch.allclose(grads[0][0], grads[1][0], atol=1e-5)
+    assert torch.allclose(grads[0][1], grads[1][1], atol=1e-5)
+
+
+def test_micro_batches_keep_a_shared_prompt_together(tiny_checkpoint) -> None:
+    backend = Learner(tiny_checkpoint, TrainerConfig(micro_batch_size=3))
+    batches = backend._micro_batches(SHARED)
+    assert [len(b) for b in batches] == [3, 1] or [len(b) for b in batches] == [1, 3]
+    group = next(b for b in batches if len(b) == 3)
+    assert (group.input_ids[:, :5] == torch.tensor([1, 30, 40, 50, 60])).all()

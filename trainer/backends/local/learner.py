@@ -94,8 +94,16 @@ class Learner:
         return collate(samples, self.pad_id, index, vocab).to(self.device)
 
     def _micro_batches(self, samples: Sequence[Sample]) -> list[TrainBatch]:
+        """``samples`` shuffled into micro-batches, those with the same prompt side by side:
+        a micro-batch runs a prompt its samples share once
+        (:func:`~trainer.tensors.generated_hidden`). One optimizer step sums them all, so
+        the order changes no gradient."""
         order = list(samples)
         self._rng.shuffle(order)
+        first: dict[tuple[int, ...], int] = {}
+        for i, s in enumerate(order):
+            first.setdefault(_prompt(s), i)
+        order.sort(key=lambda s: first[_prompt(s)])
         size = self.config.micro_batch_size
         chunks = [order[i : i + size] for i in range(0, len(order), size)]
         return [self.collate(chunk) for chunk in chunks]
@@ -191,6 +199,12 @@ class Learner:
         self.model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
         return out
+
+
+def _prompt(sample: Sample) -> tuple[int, ...]:
+    """The tokens before the sample's first generated one."""
+    first = next((i for i, m in enumerate(sample.loss_mask) if m), len(sample))
+    return tuple(sample.input_ids[:first])
 
 
 def _load_model(model_path: str | Path, device: torch.device) -> PreTrainedModel:

@@ -5,6 +5,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trainer.backends.local.learner import Learner
+from trainer.backends.local.shared_prompts import shared_prompt_token_stats
 from trainer.config import TrainerConfig
 from trainer.samples import Sample
 from trainer.tensors import (
@@ -160,7 +161,7 @@ def test_replies_to_a_shared_prompt_get_the_full_forward_logprobs_and_gradients(
     for shared in (True, False):
         model.zero_grad()
         if shared:
-            logp, _ = generated_token_stats(
+            logp, _ = shared_prompt_token_stats(
                 model, batch.input_ids, batch.attention_mask, batch.loss_mask
             )
         else:

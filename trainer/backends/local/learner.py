@@ -19,17 +19,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trainer.backends.local import algorithms
+from trainer.backends.local.shared_prompts import shared_prompt_token_stats
 from trainer.config import TrainerConfig
 from trainer.constrained import TokenIndex, token_index
 from trainer.generation import stop_token_ids
 from trainer.samples import Sample
-from trainer.tensors import (
-    TrainBatch,
-    collate,
-    generated_token_stats,
-    head_only_matches,
-    scatter_stats,
-)
+from trainer.tensors import TrainBatch, collate, head_only_matches, scatter_stats
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +69,7 @@ class Learner:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(logprobs, entropies) of the next tokens, (B, T-1) each."""
         if self._head_only:
-            return generated_token_stats(
+            return shared_prompt_token_stats(
                 model, batch.input_ids, batch.attention_mask, batch.loss_mask, batch.allowed
             )
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
@@ -96,8 +91,8 @@ class Learner:
     def _micro_batches(self, samples: Sequence[Sample]) -> list[TrainBatch]:
         """``samples`` shuffled into micro-batches, those with the same prompt side by side:
         a micro-batch runs a prompt its samples share once
-        (:func:`~trainer.tensors.generated_hidden`). One optimizer step sums them all, so
-        the order changes no gradient."""
+        (:func:`~trainer.backends.local.shared_prompts.generated_hidden`). One optimizer
+        step sums them all, so the order changes no gradient."""
         order = list(samples)
         self._rng.shuffle(order)
         first: dict[tuple[int, ...], int] = {}

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
-from sqlalchemy import Engine, Select, func, select
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from sqlalchemy import Engine, Select
 
 
 class ExportFormat(StrEnum):
@@ -36,6 +36,8 @@ ExportProgress = Callable[[int, int], None]
 
 def count_rows(engine: Engine, query: Select) -> int:
     """How many rows ``query`` returns (a progress total: one count before streaming)."""
+    from sqlalchemy import func, select  # not at import: `wsrl --help` imports this module
+
     with engine.connect() as conn:
         counted = select(func.count()).select_from(query.order_by(None).subquery())
         return int(conn.scalar(counted) or 0)

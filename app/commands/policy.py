@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from app.db.lifecycle import RolloutStart
+
+if TYPE_CHECKING:
+    from app.webshop.env import WebShopEnv
 
 policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
 console = Console(soft_wrap=True)
@@ -73,7 +76,6 @@ def bootstrap_command(
     No download: the tokenizer is trained on the catalog and the action grammar.
     """
     from app.config import get_settings
-    from app.webshop.env import WebShopEnv
     from app.work_progress import WorkProgress
     from trainer.bootstrap.build import BootstrapConfig, bootstrap, policy_protocol
     from trainer.bootstrap.tiny_policy import TinySize
@@ -102,13 +104,7 @@ def bootstrap_command(
     )
     target = out or tiny_policy_path(settings.data_dir, seed)
     with WorkProgress(console, settings.progress_every_s) as progress:
-        env = WebShopEnv.load(
-            settings.env_data,
-            settings.env_goals,
-            cache_dir=settings.data_dir / "catalog",
-            noun_tagger=settings.noun_tagger,
-            progress=progress.update,
-        )
+        env = load_env(settings, progress)
         manifest = bootstrap(env, target, config, force=force, progress=progress.update)
     if manifest["cached"]:
         state = "cached"
@@ -170,7 +166,6 @@ def eval_command(
     ``--start results`` and the task tells whether a policy loses on the options or on the
     choice of the product."""
     from app.config import get_settings
-    from app.webshop.env import WebShopEnv
     from app.work_progress import WorkProgress
     from trainer.bootstrap.build import policy_protocol
     from trainer.models import ModelError, resolve_model
@@ -185,13 +180,7 @@ def eval_command(
             f"{model} is not a checkpoint folder (no config.json)", param_hint="--model"
         )
     with WorkProgress(console, settings.progress_every_s) as progress:
-        env = WebShopEnv.load(
-            settings.env_data,
-            settings.env_goals,
-            cache_dir=settings.data_dir / "catalog",
-            noun_tagger=settings.noun_tagger,
-            progress=progress.update,
-        )
+        env = load_env(settings, progress)
     constrain = settings.agent_constrain_actions if constrain_actions is None else constrain_actions
     temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
     _evaluate(
@@ -269,3 +258,16 @@ def _evaluate(
 
 def register(cli: typer.Typer) -> None:
     cli.add_typer(policy_cli, name="policy")
+
+
+def load_env(settings, progress) -> WebShopEnv:
+    """The configured catalog and goals (built or compiled on first use, with progress)."""
+    from app.webshop.env import WebShopEnv
+
+    return WebShopEnv.load(
+        settings.env_data,
+        settings.env_goals,
+        cache_dir=settings.data_dir / "catalog",
+        noun_tagger=settings.noun_tagger,
+        progress=progress.update,
+    )

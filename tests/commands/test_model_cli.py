@@ -32,6 +32,22 @@ def wsrl(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
     )
 
 
+def train_smollm2(data_dir: Path, settings, **env: str) -> subprocess.CompletedProcess[str]:
+    """``wsrl train --model smollm2-135m`` on the test services, ``data_dir`` its data."""
+    services = {
+        "WSRL_DATABASE_URL": settings.resolved_database_url(),
+        "WSRL_REDIS_URL": settings.resolved_redis_url(),
+    }
+    return subprocess.run(
+        [*WSRL, "train", "--backend", "local", "--model", "smollm2-135m", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **services, "WSRL_DATA_DIR": str(data_dir), "COLUMNS": "200", **env},
+        check=False,
+    )
+
+
 def gguf_of(smollm2: Path) -> Path:
     """The GGUF the fixture converted (kept in ``models/downloads``)."""
     return smollm2.parent / "downloads" / Path(SMOLLM2.file).name
@@ -114,19 +130,7 @@ def test_a_missing_file_or_no_package_index_says_what_to_carry(tmp_path: Path) -
 def test_training_a_known_model_not_yet_converted_says_how_to_get_it(
     tmp_path: Path, test_settings
 ) -> None:
-    env = {
-        "WSRL_DATA_DIR": str(tmp_path),
-        "WSRL_DATABASE_URL": test_settings.resolved_database_url(),
-        "WSRL_REDIS_URL": test_settings.resolved_redis_url(),
-    }
-    result = subprocess.run(
-        [*WSRL, "train", "--backend", "local", "--model", "smollm2-135m", "--steps", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **env, "COLUMNS": "200"},
-        check=False,
-    )
+    result = train_smollm2(tmp_path, test_settings)
     assert result.returncode != 0
     said = " ".join(result.stderr.split())
     assert "model 'smollm2-135m' is not converted yet: run `wsrl model get smollm2-135m`" in said
@@ -135,21 +139,9 @@ def test_training_a_known_model_not_yet_converted_says_how_to_get_it(
 def test_training_smollm2_in_tools_mode_is_refused_before_anything_starts(
     smollm2: Path, test_settings
 ) -> None:
-    env = {
-        "WSRL_DATA_DIR": str(smollm2.parents[1]),
-        "WSRL_DATABASE_URL": test_settings.resolved_database_url(),
-        "WSRL_REDIS_URL": test_settings.resolved_redis_url(),
-        "WSRL_AGENT_MODE": "tools",
-        "WSRL_ENV_URL": "http://127.0.0.1:9",  # the refusal comes before the preflight
-    }
-    result = subprocess.run(
-        [*WSRL, "train", "--backend", "local", "--model", "smollm2-135m", "--steps", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **env, "COLUMNS": "200"},
-        check=False,
-    )
+    # the refusal comes before the preflight: no env server at that address
+    extra = {"WSRL_AGENT_MODE": "tools", "WSRL_ENV_URL": "http://127.0.0.1:9"}
+    result = train_smollm2(smollm2.parents[1], test_settings, **extra)
     assert result.returncode != 0
     said = " ".join(result.stderr.split())
     assert "WSRL_AGENT_MODE=tools asks for tools mode, but the chat template of" in said, said

@@ -191,6 +191,18 @@ def _play(
     return recorder.calls
 
 
+def _sync(vllm: Vllm, engine, redis: Redis, checkpoint: Path, version: int) -> None:
+    """A weight sync as the trainer makes it: paused -> vLLM restarted on ``checkpoint``
+    (CPU vLLM prepacks its weights: no exact in-place reload) -> serving ``version``."""
+    paused = PolicyEndpoint(vllm.base_url, "policy", version, EndpointStatus.PAUSED)
+    with session_scope(engine) as session:
+        publish_policy(session, redis, paused)
+    vllm.stop()
+    vllm.start(checkpoint)
+    with session_scope(engine) as session:
+        publish_policy(session, redis, PolicyEndpoint(vllm.base_url, "policy", version))
+
+
 def _trainer_logprobs(checkpoint: Path, call: LLMCall) -> torch.Tensor:
     """What the trainer computes for the call's response: log-softmax of its own forward."""
     from transformers import AutoModelForCausalLM
@@ -240,17 +252,7 @@ def test_episodes_on_vllm_record_what_the_trainer_computes_and_a_sync_serves_the
                 call.response_logprobs,
             )
 
-        # weight sync: paused -> restart on the new weights -> serving, a new version
-        with session_scope(engine) as session:
-            publish_policy(
-                session,
-                redis,
-                PolicyEndpoint(vllm.base_url, "policy", version + 1, EndpointStatus.PAUSED),
-            )
-        vllm.stop()
-        vllm.start(second)
-        with session_scope(engine) as session:
-            publish_policy(session, redis, PolicyEndpoint(vllm.base_url, "policy", version + 1))
+        _sync(vllm, engine, redis, second, version + 1)
         synced = _play(settings, env_server.url, redis, range(2, 3))
         assert synced and all(c.policy_version == version + 1 for c in synced)
         for call in synced:
@@ -382,17 +384,7 @@ def test_smollm2_on_vllm_with_its_own_template_eos_and_valid_actions_and_a_sync(
             assert re.fullmatch(call.structured_outputs["regex"], action), action
         worst = _assert_close(_learner_logprobs(smollm2, free + constrained), free + constrained)
 
-        # weight sync: paused -> vLLM on the new weights -> serving, a new version
-        with session_scope(engine) as session:
-            publish_policy(
-                session,
-                redis,
-                PolicyEndpoint(vllm.base_url, "policy", version + 1, EndpointStatus.PAUSED),
-            )
-        vllm.stop()
-        vllm.start(smollm2_synced)
-        with session_scope(engine) as session:
-            publish_policy(session, redis, PolicyEndpoint(vllm.base_url, "policy", version + 1))
+        _sync(vllm, engine, redis, smollm2_synced, version + 1)
         synced = _play(
             settings, env_server.url, redis, range(3, 4), constrain_actions=True,
             max_tokens=40, temperature=0.0,

@@ -19,6 +19,7 @@ The regex subset: literal characters, ``\\`` escapes, ``.``, classes ``[...]`` a
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -178,7 +179,6 @@ class Pattern:
             raise ConstraintError(f"unbalanced ')' at {parser.i} in {regex!r}")
         self.start = self._closure({first})
         self._steps: dict[tuple[State, str], State] = {}
-        self.allowed_cache: dict[State, list[int]] = {}
 
     def _closure(self, states: set[int]) -> State:
         stack, seen = list(states), set(states)
@@ -251,6 +251,11 @@ class TokenIndex:
 
     def __init__(self, tokenizer: Any, eos_ids: Sequence[int]) -> None:
         self.eos_ids = sorted(set(eos_ids))
+        # the allowed ids of a pattern's state are this vocabulary's: cached here, never on
+        # the pattern, which processes share between tokenizers (compile_pattern's cache)
+        self._allowed: weakref.WeakKeyDictionary[Pattern, dict[State, list[int]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.text: dict[int, str] = {}
         self.root = _Node()
         special = set(getattr(tokenizer, "all_special_ids", []))
@@ -269,7 +274,8 @@ class TokenIndex:
     def allowed(self, pattern: Pattern, state: State) -> list[int]:
         """Token ids that keep the reply a prefix of a match from ``state`` (the end of turn
         too when ``state`` accepts; only the end of turn when nothing else can follow)."""
-        cached = pattern.allowed_cache.get(state)
+        cache = self._allowed.setdefault(pattern, {})
+        cached = cache.get(state)
         if cached is not None:
             return cached
         ids: list[int] = list(self.eos_ids) if pattern.accepts(state) else []
@@ -283,7 +289,7 @@ class TokenIndex:
                     if child.children:
                         stack.append((child, after))
         ids = sorted(ids) if ids else list(self.eos_ids)
-        pattern.allowed_cache[state] = ids
+        cache[state] = ids
         return ids
 
 

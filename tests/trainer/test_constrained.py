@@ -106,3 +106,20 @@ def test_recorded_logprobs_are_renormalised_over_the_allowed_tokens(tiny_checkpo
     for token in gen.token_ids[:-1]:
         constraint_state.advance(token)
     assert constraint_state.pattern.accepts(constraint_state.state)
+
+
+def test_a_pattern_shared_by_two_vocabularies_gives_each_its_own_ids(tiny_checkpoint) -> None:
+    """compile_pattern shares a pattern between tokenizers; the allowed ids of a state
+    were cached on the pattern, so the second tokenizer got the first's ids (a SmolLM2
+    reply replayed after a tiny-policy test in one process: its end of turn was outside
+    the mask)."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    pattern = compile_pattern(r"search\[ ?[^\[\]\n<>]+\]")
+    done = pattern.walk(pattern.start, "search[mug]")
+    assert pattern.accepts(done)
+    first = token_index(tokenizer, [tokenizer.eos_token_id])
+    other_tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    second = token_index(other_tokenizer, [7])  # another end of turn
+    assert tokenizer.eos_token_id in first.allowed(pattern, done)
+    allowed = second.allowed(pattern, done)
+    assert 7 in allowed and tokenizer.eos_token_id not in allowed

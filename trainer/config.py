@@ -315,6 +315,49 @@ class VerlSection:
     preflight: bool = knob(True, "Run the checks of `wsrl doctor` first, stop on a failure.")
 
 
+@dataclass
+class Lora:
+    """LoRA: a low-rank adapter trained on frozen base weights, and synced alone."""
+
+    rank: int = knob(
+        0,
+        "LoRA rank: train a low-rank adapter on the frozen base model and sync only the "
+        "adapter to the server (0: train the whole model).",
+    )
+    alpha: int = knob(32, "LoRA alpha: the adapter's update is scaled by alpha / rank.")
+    target_modules: tuple[str, ...] = knob(
+        ("all-linear",),
+        "Layers the adapter wraps: all-linear (every linear layer but the output head), or "
+        "names such as q_proj,v_proj.",
+    )
+
+    def __post_init__(self) -> None:
+        self.target_modules = tuple(m.strip() for m in self.target_modules if m.strip())
+        if self.rank < 0:
+            raise ValueError(f"rank={self.rank} must be >= 0 (0: no adapter, the whole model).")
+        if self.alpha <= 0:
+            raise ValueError(f"alpha={self.alpha} must be > 0 (e.g. twice the rank).")
+        if not self.target_modules:
+            raise ValueError("target_modules='' names no layer: use all-linear or module names.")
+        if "all-linear" in self.target_modules and len(self.target_modules) > 1:
+            raise ValueError(
+                f"target_modules={','.join(self.target_modules)}: all-linear already "
+                "names every linear layer; give it alone or list the names."
+            )
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank > 0
+
+    @property
+    def peft_target_modules(self) -> str | list[str]:
+        """``target_modules`` as peft (and verl) take it: the string ``all-linear`` or a
+        list of module names."""
+        if self.target_modules == ("all-linear",):
+            return "all-linear"
+        return list(self.target_modules)
+
+
 TINY = "tiny"
 """The model name of the bundled tiny policy (``wsrl policy bootstrap``)."""
 
@@ -340,6 +383,7 @@ class RunConfig:
     algorithm: TrainerConfig = field(default_factory=TrainerConfig)
     sampling: Sampling = field(default_factory=Sampling)
     schedule: Schedule = field(default_factory=Schedule)
+    lora: Lora = field(default_factory=Lora)
     local: LocalSection = field(default_factory=LocalSection)
     verl: VerlSection = field(default_factory=VerlSection)
 

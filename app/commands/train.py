@@ -21,6 +21,7 @@ from trainer.backends import Backend, ConfigValue, StartError
 from trainer.config import (
     PRESETS,
     LocalSection,
+    Lora,
     RunConfig,
     Sampling,
     Schedule,
@@ -71,6 +72,9 @@ FLAGS: dict[str, str] = {
         name: f"local.{name}"
         for name in ("enqueue", "policy_port", "policy_host", "advertise_host", "checkpoint_dir")
     },
+    "lora_rank": "lora.rank",
+    "lora_alpha": "lora.alpha",
+    "lora_target_modules": "lora.target_modules",
     "poll": "local.poll_s",
     "config": "verl.config",
     "override": "verl.overrides",
@@ -109,6 +113,11 @@ def train(
     eval_temperature: Annotated[
         float, _opt(Schedule, "eval_temperature")
     ] = R.schedule.eval_temperature,
+    lora_rank: Annotated[int, _opt(Lora, "rank")] = R.lora.rank,
+    lora_alpha: Annotated[int, _opt(Lora, "alpha")] = R.lora.alpha,
+    lora_target_modules: Annotated[str, _opt(Lora, "target_modules")] = ",".join(
+        R.lora.target_modules
+    ),
     enqueue: Annotated[bool, _opt(LocalSection, "enqueue")] = R.local.enqueue,
     policy_port: Annotated[int, _opt(LocalSection, "policy_port")] = R.local.policy_port,
     policy_host: Annotated[str, _opt(LocalSection, "policy_host")] = R.local.policy_host,
@@ -174,7 +183,7 @@ def build_run(values: dict) -> RunConfig:
     top: dict = {}
     for name, path in FLAGS.items():
         value = values[name] if name in values else _default(path)
-        if name == "train_starts" and isinstance(value, str):
+        if name in ("train_starts", "lora_target_modules") and isinstance(value, str):
             value = tuple(value.split(","))
         elif name == "override":
             value = tuple(value or ())
@@ -191,6 +200,7 @@ def build_run(values: dict) -> RunConfig:
             algorithm=TrainerConfig.preset(top["preset"], **sections["algorithm"]),
             sampling=Sampling(**sections["sampling"]),
             schedule=Schedule(**sections["schedule"]),
+            lora=Lora(**sections["lora"]),
             local=LocalSection(**sections["local"]),
             verl=VerlSection(**sections["verl"]),
         )

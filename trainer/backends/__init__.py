@@ -91,7 +91,9 @@ def _paths(section: str, *names: str) -> frozenset[str]:
     return frozenset(f"{section}.{name}" for name in names)
 
 
-_EVERY_BACKEND = frozenset({"backend", "model", "steps", "preset"})
+_EVERY_BACKEND = frozenset({"backend", "model", "steps", "preset"}) | _paths(
+    "lora", "rank", "alpha", "target_modules"
+)
 
 BACKENDS: dict[str, Backend] = {
     backend.name: backend

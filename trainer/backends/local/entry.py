@@ -33,7 +33,7 @@ from trainer.loop import LoopOptions
 from trainer.models import ModelError, refuse_tools_unrendered, resolve_model
 from trainer.tracking import MetricsLogger
 
-SECTIONS = ("", "algorithm", "sampling", "schedule", "local")
+SECTIONS = ("", "algorithm", "sampling", "schedule", "lora", "local")
 """The sections of the run configuration the local backend reads."""
 
 
@@ -169,6 +169,7 @@ def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[s
         policy_host=run.local.policy_host,
         advertise_host=run.local.advertise_host,
         metrics=metrics,
+        lora=run.lora,
     )
     loop = local_run.loop
     source = local_run.resumed_from or model_path

@@ -20,9 +20,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trainer.backends.local import algorithms
 from trainer.backends.local.shared_prompts import shared_prompt_token_stats
-from trainer.config import TrainerConfig
+from trainer.config import Lora, TrainerConfig
 from trainer.constrained import TokenIndex, token_index
 from trainer.generation import stop_token_ids
+from trainer.lora import load_policy
 from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate, head_only_matches, scatter_stats
 
@@ -30,22 +31,32 @@ logger = logging.getLogger(__name__)
 
 
 class Learner:
-    """Owns the policy (and optional frozen reference), its optimizer and its version."""
+    """Owns the policy (and optional frozen reference), its optimizer and its version.
 
-    def __init__(self, model_path: str | Path, config: TrainerConfig, version: int = 0) -> None:
+    With ``lora`` enabled the policy is a peft model: only its adapter trains, the
+    reference is the same model with the adapter switched off, and :meth:`save` writes the
+    adapter alone."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        config: TrainerConfig,
+        version: int = 0,
+        lora: Lora | None = None,
+    ) -> None:
         torch.manual_seed(config.seed)
         self.config = config
+        self.lora = lora or Lora()
         self.version = version
         self.device = torch.device(config.device)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-        self.model = _load_model(model_path, self.device)
+        self.model = load_policy(model_path, self.lora, self.device)
         self.reference: PreTrainedModel | None = None
-        if config.kl_coef > 0:
+        if config.kl_coef > 0 and not self.lora.enabled:
             self.reference = _load_model(model_path, self.device).eval()
             self.reference.requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay
-        )
+        trained = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
         self.actor = algorithms.actor_config(config)
         self._rng = random.Random(config.seed)
         self._head_only = head_only_matches(self.model, len(self.tokenizer))
@@ -110,8 +121,17 @@ class Learner:
             self.logprobs(b) if self.config.recompute_old_logprobs else b.rollout_logprobs
             for b in batches
         ]
-        ref = [self.logprobs(b, self.reference) if self.reference else None for b in batches]
-        return old, ref
+        return old, [self._reference_logprobs(b) for b in batches]
+
+    def _reference_logprobs(self, batch: TrainBatch) -> torch.Tensor | None:
+        """The frozen reference's logprobs (None without a KL penalty); with LoRA, the
+        base weights under the adapter."""
+        if self.config.kl_coef <= 0:
+            return None
+        if self.reference is not None:
+            return self.logprobs(batch, self.reference)
+        with self.model.disable_adapter():
+            return self.logprobs(batch)
 
     def _micro_step(
         self, batch: TrainBatch, old: torch.Tensor, ref: torch.Tensor | None
@@ -188,7 +208,8 @@ class Learner:
         return metrics
 
     def save(self, path: str | Path) -> Path:
-        """Writes a Hugging Face checkpoint folder (model + tokenizer) and returns it."""
+        """Writes a Hugging Face checkpoint folder (model + tokenizer; with LoRA, the
+        adapter + tokenizer) and returns it."""
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(out)

@@ -92,6 +92,17 @@ class PolicyServer:
             self.model, self.version = model.eval(), version
         logger.info("policy server now serves version %d", version)
 
+    def load_adapter(self, state: dict[str, Any], version: int) -> None:
+        """Serve the LoRA adapter ``state`` (:func:`trainer.lora.adapter_state`) over the
+        same base weights as ``version`` from the next batch on (waits for the current
+        one): an adapter-only sync."""
+        from trainer.lora import load_adapter_state
+
+        with self._lock:
+            load_adapter_state(self.model, state)
+            self.version = version
+        logger.info("policy server now serves version %d (adapter)", version)
+
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         """The chat template applied to ``messages`` with the assistant turn opened."""
         encoded = self.tokenizer.apply_chat_template(

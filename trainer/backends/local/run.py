@@ -29,7 +29,7 @@ from trainer.backends.local.algorithms import rollout_advantages
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.policy_server import PolicyServer, ServerHandle
 from trainer.bootstrap.build import policy_protocol
-from trainer.config import TrainerConfig
+from trainer.config import Lora, TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
 from trainer.publish import Publisher, committed_step
 from trainer.samples import RolloutRecord, Sample, build_samples
@@ -89,7 +89,14 @@ class LocalBackend:
         return str(saved.path)
 
     def swap(self, version: int) -> None:
-        self.server.swap(copy.deepcopy(self.learner.model), version)
+        """The new weights to the policy server: with LoRA the adapter alone, else a copy
+        of the whole model."""
+        if self.learner.lora.enabled:
+            from trainer.lora import adapter_state
+
+            self.server.load_adapter(adapter_state(self.learner.model), version)
+        else:
+            self.server.swap(copy.deepcopy(self.learner.model), version)
 
 
 def resume_point(
@@ -163,6 +170,7 @@ def start_local_run(
     advertise_host: str | None = None,
     model_name: str = "policy",
     metrics: MetricsLogger | None = None,
+    lora: Lora | None = None,
 ) -> LocalRun:
     """Resume (or start) a run and publish its weights; the caller runs ``loop.run``.
     ``metrics`` receives every step (closed by :meth:`LocalRun.close`). Train groups
@@ -170,13 +178,15 @@ def start_local_run(
 
     The policy server listens on ``policy_host:policy_port``; the published endpoint names
     ``advertise_host`` instead of the listening address when given (workers in other
-    containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0)."""
+    containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0). ``lora`` enabled:
+    the run trains and syncs an adapter on ``model_path`` (a LoRA checkpoint resumes on
+    its base)."""
     protocol = policy_protocol(settings, model_path)
     engine = make_engine(settings, pool_size=4)
     sessions = make_sessionmaker(engine)
     checkpoint, done, version = resume_point(sessions, options.checkpoint_dir)
     source = checkpoint.path if checkpoint else model_path
-    learner = Learner(source, config, version=version)
+    learner = Learner(source, config, version=version, lora=lora)
     if checkpoint is not None:
         checkpoint.load_optimizer(learner.optimizer)
     logger.info("trainer starts after step %d from %s as policy version %d", done, source, version)

@@ -11,6 +11,8 @@ adapter into its base for tools that take plain checkpoints (:func:`merge`).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +118,11 @@ def merge(adapter: str | Path, out: str | Path) -> Path:
     base = _load(adapter_base(adapter), "cpu")
     merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
     target = Path(out)
-    merged.save_pretrained(target)
-    AutoTokenizer.from_pretrained(str(adapter)).save_pretrained(target)
+    partial = target.with_name(f".{target.name}.partial")  # renamed once whole
+    shutil.rmtree(partial, ignore_errors=True)
+    merged.save_pretrained(partial)
+    AutoTokenizer.from_pretrained(str(adapter)).save_pretrained(partial)
+    os.replace(partial, target)
     return target
 
 

@@ -14,7 +14,9 @@ from app.db.lifecycle import RolloutStart
 if TYPE_CHECKING:
     from app.webshop.env import WebShopEnv
 
-policy_cli = typer.Typer(help="The bundled tiny policy (a small Qwen2 model built locally).")
+policy_cli = typer.Typer(
+    help="The bundled tiny policy (a small Qwen2 model built locally), evaluations, LoRA merges."
+)
 console = Console(soft_wrap=True)
 
 
@@ -254,6 +256,27 @@ def _evaluate(
             f"mean reward {result.mean_reward:.3f} (+/- {result.reward_ci:.3f}), "
             f"invalid steps {result.invalid_steps}/{result.steps}"
         )
+
+
+@policy_cli.command("merge")
+def merge_command(
+    adapter: Annotated[
+        Path, typer.Argument(help="A LoRA checkpoint folder (a train step of a --lora-rank run).")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write (must not exist).")],
+) -> None:
+    """Fold a LoRA adapter into its base model: a plain checkpoint for tools that take
+    whole weights (vLLM without --enable-lora, wsrl train without --lora-rank)."""
+    from app.commands import fail
+    from trainer.lora import LoraError, merge
+
+    if out.exists():
+        raise fail(f"{out} exists; name a new folder")
+    try:
+        merged = merge(adapter, out)
+    except LoraError as exc:
+        raise fail(exc) from exc
+    console.print(f"merged {adapter} into its base: {merged}")
 
 
 def register(cli: typer.Typer) -> None:

@@ -85,6 +85,50 @@ def test_print_config_shows_the_flags_in_the_resolved_verl_config() -> None:
     assert "data.train_batch_size = 2  (algorithm.batch_groups; config smoke)" in result.output
 
 
+def test_a_list_flag_reaches_verl_as_a_list() -> None:
+    """A flag holding several values was written as a YAML block (``- item``), which
+    Hydra's override parser refused: ``--train-starts item,search`` stopped every verl run."""
+    pytest.importorskip("verl")
+    args = ["train", "--backend", "verl", "--config", "fast", "--train-starts", "item,search"]
+    result = runner.invoke(cli, [*args, "--print-config"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "webshop.train_starts = ['item', 'search']  (schedule.train_starts; flag" in (
+        result.output
+    )
+
+
+def test_lora_flags_are_verls_lora_keys() -> None:
+    pytest.importorskip("verl")
+    args = ["train", "--backend", "verl", "--config", "smollm2", "--lora-rank", "16"]
+    args += ["--lora-alpha", "8", "--lora-target-modules", "q_proj,v_proj", "--print-config"]
+    result = runner.invoke(cli, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "actor_rollout_ref.model.lora_rank = 16  (lora.rank; flag --lora-rank)" in result.output
+    assert "actor_rollout_ref.model.lora_alpha = 8  (lora.alpha; flag" in result.output
+    assert "actor_rollout_ref.model.target_modules = ['q_proj', 'v_proj']  (lora." in result.output
+    plain = runner.invoke(cli, [*args[:5], "--print-config"], terminal_width=200)
+    assert "actor_rollout_ref.model.target_modules = 'all-linear'  (lora." in plain.output
+    assert "actor_rollout_ref.model.lora_rank = 0  (lora.rank; config smollm2)" in plain.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lora-rank", "-1"], "--lora-rank=-1 must be >= 0"),
+        (["--lora-rank", "8", "--lora-alpha", "0"], "--lora-alpha=0 must be > 0"),
+        (["--lora-rank", "8", "--lora-target-modules", ","], "--lora-target-modules='' names no"),
+        (
+            ["--lora-rank", "8", "--lora-target-modules", "all-linear,q_proj"],
+            "all-linear already names every linear layer",
+        ),
+    ],
+)
+def test_a_bad_lora_value_names_its_flag(args: list[str], message: str) -> None:
+    result = runner.invoke(cli, ["train", *args, "--print-config"], terminal_width=200)
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+
+
 def test_a_user_override_wins_over_a_flag() -> None:
     pytest.importorskip("verl")
     args = ["train", "--backend", "verl", "--config", "fast", "--lr", "1e-6", "--print-config"]

@@ -141,6 +141,7 @@ def _sync_goals(settings: Settings, split: str, echo: Callable[[str], None]) -> 
 
 def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[str], None]) -> None:
     from trainer.backends.local.run import default_checkpoint_dir, start_local_run  # torch
+    from trainer.lora import LoraError
 
     try:
         metrics = MetricsLogger.from_settings(settings, "local", config=asdict(run.algorithm))
@@ -154,23 +155,27 @@ def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[s
         eval_every=run.schedule.eval_every,
     )
     sampling = asdict(run.sampling)
-    local_run = start_local_run(
-        settings,
-        run.algorithm,
-        model_path,
-        options,
-        enqueue=run.local.enqueue,
-        sampling=sampling,
-        split=run.schedule.split,
-        train_starts=run.schedule.train_starts,
-        eval_goals=run.schedule.eval_goals,
-        eval_sampling={**sampling, "temperature": run.schedule.eval_temperature},
-        policy_port=run.local.policy_port,
-        policy_host=run.local.policy_host,
-        advertise_host=run.local.advertise_host,
-        metrics=metrics,
-        lora=run.lora,
-    )
+    try:
+        local_run = start_local_run(
+            settings,
+            run.algorithm,
+            model_path,
+            options,
+            enqueue=run.local.enqueue,
+            sampling=sampling,
+            split=run.schedule.split,
+            train_starts=run.schedule.train_starts,
+            eval_goals=run.schedule.eval_goals,
+            eval_sampling={**sampling, "temperature": run.schedule.eval_temperature},
+            policy_port=run.local.policy_port,
+            policy_host=run.local.policy_host,
+            advertise_host=run.local.advertise_host,
+            metrics=metrics,
+            lora=run.lora,
+        )
+    except LoraError as exc:  # an adapter checkpoint of another rank, unknown modules
+        metrics.close()
+        raise StartError(str(exc)) from exc
     loop = local_run.loop
     source = local_run.resumed_from or model_path
     echo(

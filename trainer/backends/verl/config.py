@@ -23,7 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from app.core.agent import AgentProtocol, agent_protocol
-from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
+from trainer.config import Lora, RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 from trainer.models import refuse_tools_unrendered
 
@@ -54,6 +54,9 @@ VERL_KEYS: dict[str, str] = {
     "schedule.eval_every": "webshop.eval_every",
     "schedule.eval_goals": "webshop.eval_goals",
     "schedule.eval_temperature": "webshop.eval_temperature",
+    "lora.rank": "actor_rollout_ref.model.lora_rank",
+    "lora.alpha": "actor_rollout_ref.model.lora_alpha",
+    "lora.target_modules": "actor_rollout_ref.model.target_modules",
 }
 """Run configuration field -> the verl config key that holds it. Their defaults come from
 :class:`RunConfig` (the ``run_defaults`` node); ``wsrl train --backend verl`` writes the
@@ -73,6 +76,8 @@ OPTION_KEYS: dict[str, str] = {
 
 
 def _value(run: RunConfig, path: str) -> Any:
+    if path == "lora.target_modules":  # peft's form: the string all-linear, or names
+        return run.lora.peft_target_modules
     value: Any = run
     for part in path.split("."):
         value = getattr(value, part)
@@ -100,7 +105,12 @@ def run_overrides(run: RunConfig, paths: set[str]) -> list[str]:
         if path not in keys:
             continue
         value = _value(run, path)
-        text = "null" if value is None else OmegaConf.to_yaml({"v": value}).split(":", 1)[1]
+        if isinstance(value, list):  # Hydra's list syntax; YAML would write a block
+            text = "[" + ",".join(str(v) for v in value) + "]"
+        elif value is None:
+            text = "null"
+        else:
+            text = OmegaConf.to_yaml({"v": value}).split(":", 1)[1]
         out.append(f"{keys[path]}={text.strip()}")
         if path == "algorithm.batch_groups":  # verl asserts mini-batches divide the batch
             out.append(f"actor_rollout_ref.actor.ppo_mini_batch_size={value}")
@@ -166,12 +176,19 @@ def _check_async(config: DictConfig) -> None:
 def run_config(config: DictConfig) -> RunConfig:
     """The run configuration a verl config means (:data:`VERL_KEYS`), validated by the same
     classes as ``wsrl train``'s options; an error names the verl key to change."""
-    values: dict[str, dict[str, Any]] = {"algorithm": {}, "sampling": {}, "schedule": {}}
+    values: dict[str, dict[str, Any]] = {
+        "algorithm": {},
+        "sampling": {},
+        "schedule": {},
+        "lora": {},
+    }
     for path, key in VERL_KEYS.items():
         section, name = path.split(".")
         value = OmegaConf.select(config, key)
         if isinstance(value, DictConfig | list) or OmegaConf.is_list(value):
             value = tuple(value)
+        elif path == "lora.target_modules" and isinstance(value, str):
+            value = (value,)
         values[section][name] = value
     actor = config.actor_rollout_ref.actor
     algorithm = values["algorithm"]
@@ -183,6 +200,7 @@ def run_config(config: DictConfig) -> RunConfig:
             algorithm=TrainerConfig(**algorithm),
             sampling=Sampling(**values["sampling"]),
             schedule=Schedule(**values["schedule"]),
+            lora=Lora(**values["lora"]),
         )
     except ValueError as exc:
         raise ValueError(_name_key(str(exc))) from None
@@ -195,7 +213,7 @@ def _name_key(message: str) -> str:
     for name in sorted((f.name for f in fields(TrainerConfig)), key=len, reverse=True):
         if name in names and name in message:
             return message.replace(name, f"{names[name]} ({name})", 1)
-    others = (f.name for f in (*fields(Sampling), *fields(Schedule)))
+    others = (f.name for f in (*fields(Sampling), *fields(Schedule), *fields(Lora)))
     for name in sorted(others, key=len, reverse=True):  # eval_temperature before temperature
         if name in message:
             return message.replace(name, f"{names[name]} ({name})", 1)

@@ -23,17 +23,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from learning import Run, build_checkpoint, flip_sign, held_out, loop_stack
 from sqlalchemy import func, select
+from transformers import AutoModelForCausalLM
 
 from app.config import Settings
 from app.db.models import Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.env import WebShopEnv
 from trainer.backends.local import run as local_run
+from trainer.backends.local.learner import Learner
 from trainer.backends.local.run import start_local_run
-from trainer.config import TrainerConfig
+from trainer.config import Lora, TrainerConfig
 from trainer.loop import LoopOptions
+from trainer.lora import is_adapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -41,6 +45,9 @@ RUN = Run()
 MARGIN = 0.25
 """Held-out greedy mean reward gained (0.000 -> 0.661 when measured; the flipped sign
 stays at 0.000)."""
+LORA = Lora(rank=16, alpha=32)
+LORA_LR = 3e-2
+"""An adapter's learning rate: LoRA's updates are low-rank, so it takes a larger one."""
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +76,18 @@ def stack(fresh_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
 
 
 def loop_run(
-    settings: Settings, checkpoint: Path, env: WebShopEnv, tmp_path: Path
+    settings: Settings,
+    checkpoint: Path,
+    env: WebShopEnv,
+    tmp_path: Path,
+    lora: Lora | None = None,
+    learners: list[Learner] | None = None,
 ) -> tuple[tuple[float, float], tuple[float, float], list[dict]]:
-    """(held-out before, held-out after, the steps' metrics) of ``RUN.steps`` loop steps."""
+    """(held-out before, held-out after, the steps' metrics) of ``RUN.steps`` loop steps;
+    with ``lora``, an adapter trains (at :data:`LORA_LR`). ``learners`` receives the
+    trained learner."""
     config = TrainerConfig(
-        lr=RUN.lr,
+        lr=LORA_LR if lora else RUN.lr,
         micro_batch_size=16,
         group_size=RUN.group_size,
         batch_groups=RUN.goals_per_step,
@@ -88,7 +102,10 @@ def loop_run(
         options,
         sampling={"temperature": 1.0, "max_tokens": RUN.max_tokens},
         train_starts=("item",),
+        lora=lora,
     )
+    if learners is not None:
+        learners.append(trainer.learner)
     try:
         before = held_out(trainer.learner, env, RUN)
         results = trainer.loop.run(steps=RUN.steps, wait_timeout_s=300)
@@ -107,6 +124,7 @@ def check_learned(before, after, metrics) -> None:
         diff = m["actor/rollout_vs_old_logprob_abs_diff"]
         assert diff < 1e-4, f"the workers' and the trainer's logprobs differ by {diff}"
     gained = after[0] - before[0]
+    print(f"held-out mean reward {before[0]:.3f} -> {after[0]:.3f}")
     assert gained >= MARGIN, f"held-out mean reward {before[0]:.3f} -> {after[0]:.3f}"
 
 
@@ -122,6 +140,23 @@ def test_grpo_through_the_loop_raises_held_out_reward(
     engine.dispose()
     assert {str(s) for s in starts} == {"item"}
     assert trained >= RUN.steps * RUN.goals_per_step * RUN.group_size
+
+
+def test_a_lora_adapter_through_the_loop_learns_as_the_whole_model_does(
+    stack, checkpoint: Path, env: WebShopEnv, tmp_path: Path
+) -> None:
+    """The same run and margin with only an adapter trained and synced; the base weights
+    the trainer and the policy server hold are the checkpoint's, unchanged."""
+    learners: list[Learner] = []
+    check_learned(*loop_run(stack, checkpoint, env, tmp_path, lora=LORA, learners=learners))
+    (learner,) = learners
+    expected = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).state_dict()
+    for name, value in learner.model.state_dict().items():
+        if "lora_" not in name:
+            plain = name.replace("base_model.model.", "").replace(".base_layer", "")
+            assert torch.equal(value, expected[plain]), name
+    saved = sorted((tmp_path / "checkpoints").glob("step-*"))
+    assert saved and all(is_adapter(folder) for folder in saved)
 
 
 def _shift_masks(original):

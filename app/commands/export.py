@@ -10,16 +10,27 @@ import typer
 from rich.console import Console
 
 from app.commands import fail
-from app.exports.writers import ExportFormat, ExportProgress
+from app.exports.writers import ExportFormat, ExportProgress, TrajectoryForm
 
 if TYPE_CHECKING:
     from app.work_progress import WorkProgress
 
-export_cli = typer.Typer(help="Export goals (verl dataset) or trajectories (JSONL / Parquet).")
+export_cli = typer.Typer(
+    help="Export goals (verl dataset) or trajectories (JSONL, Parquet, Hugging Face dataset)."
+)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="File to write (parents created).")]
+FolderOutOption = Annotated[
+    Path, typer.Option("--out", "-o", help="File to write; a folder with --format hf.")
+]
+# What each form's rows are, for the last line.
+UNITS = {
+    TrajectoryForm.TRAJECTORIES: "trajectories",
+    TrajectoryForm.MESSAGES: "replies",
+    TrajectoryForm.PREFERENCES: "preference pairs",
+}
 SplitOption = Annotated[str | None, typer.Option(help="Only goals of this split.")]
 
 
@@ -42,6 +53,12 @@ def goals(
     from app.exports.writers import ExportDependencyError
     from app.work_progress import WorkProgress
 
+    if fmt is ExportFormat.HF:
+        raise fail(
+            "wsrl export goals writes verl's one-file dataset: --format parquet or jsonl "
+            "(--format hf is for wsrl export trajectories)",
+            code=2,
+        )
     settings = get_settings()
     try:
         engine = make_engine(settings, json_deserializer=orjson.loads)
@@ -67,8 +84,15 @@ def goals(
 
 @export_cli.command("trajectories")
 def trajectories(
-    out: OutOption,
+    out: FolderOutOption,
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = ExportFormat.JSONL,
+    form: Annotated[
+        TrajectoryForm,
+        typer.Option(
+            help="Rows: one per trajectory; one per reply as chat messages (TRL SFT); one "
+            "pair per group, its best and worst episode (TRL DPO)."
+        ),
+    ] = TrajectoryForm.TRAJECTORIES,
     min_reward: Annotated[
         float | None, typer.Option(help="Only trajectories with reward >= this.")
     ] = None,
@@ -80,11 +104,17 @@ def trajectories(
         bool, typer.Option("--tokens", help="Include token ids and logprobs of every call.")
     ] = False,
 ) -> None:
-    """Succeeded rollouts (their succeeded attempt only): transcript, actions, reward."""
+    """Succeeded rollouts (their succeeded attempt only): transcript, actions, reward.
+
+    ``--format hf`` writes a folder that ``datasets.load_dataset(folder)`` reads: a Parquet
+    file per goal split and a dataset card (README.md) naming the fields, the policy
+    versions and the splits. Nothing matching is an error, never an empty dataset.
+    """
     from app.config import ServicesNotRunningError, get_settings
     from app.db.session import make_engine
-    from app.exports.trajectories import TrajectoryFilter, export_trajectories
-    from app.exports.writers import ExportDependencyError
+    from app.exports.forms import export_trajectories
+    from app.exports.trajectories import TrajectoryFilter
+    from app.exports.writers import EmptyExportError, ExportDependencyError, ExportUsageError
     from app.work_progress import WorkProgress
 
     filters = TrajectoryFilter(min_reward=min_reward, policy_version=policy_version, split=split)
@@ -92,18 +122,21 @@ def trajectories(
         settings = get_settings()
         engine = make_engine(settings, json_deserializer=orjson.loads)
         try:
+            phase = "groups" if form is TrajectoryForm.PREFERENCES else "trajectories"
             with WorkProgress(console, settings.progress_every_s) as progress:
                 written = export_trajectories(
-                    engine, out, fmt, filters, tokens=tokens,
-                    progress=_rows(progress, "trajectories"),
+                    engine, out, fmt, filters, form=form, tokens=tokens,
+                    progress=_rows(progress, phase),
                 )  # fmt: skip
         finally:
             engine.dispose()
-    except (ServicesNotRunningError, ExportDependencyError) as exc:
+    except ExportUsageError as exc:
+        raise fail(exc, code=2) from exc
+    except (ServicesNotRunningError, ExportDependencyError, EmptyExportError) as exc:
         raise fail(exc) from exc
     except OSError as exc:
         raise fail(_cannot_write(out, exc)) from exc
-    console.print(f"wrote {written} trajectories to {out}")
+    console.print(f"wrote {written} {UNITS[form]} to {out}")
 
 
 def _rows(progress: WorkProgress, phase: str) -> ExportProgress:

@@ -10,6 +10,9 @@ and logprobs). Message contents that are not text (tool-call lists) are JSON tex
 Streaming: attempts come from a server-side cursor ``batch_size`` at a time; for each
 batch the steps and calls are read with one query each on a second connection, turned
 into records and handed on, so memory holds one batch whatever the total.
+
+These records are the ``trajectories`` form of ``wsrl export trajectories`` and the source
+of its ``messages`` form (:mod:`app.exports.chat`, :mod:`app.exports.forms`).
 """
 
 from __future__ import annotations
@@ -18,20 +21,39 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, Select, select
 
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
-from app.exports.writers import ExportFormat, ExportProgress, count_rows, writing
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 JSON_COLUMNS = ("reward_parts",)
 TOKEN_FIELDS = ("prompt_token_ids", "response_token_ids", "response_logprobs")
+TRAJECTORY_FIELDS = {
+    "rollout_id": "the rollout (episode)",
+    "attempt": "the number of its succeeded attempt (earlier ones failed and are left out)",
+    "goal_id": "the WebShop goal",
+    "split": "the goal's split",
+    "instruction": "the goal's instruction",
+    "mode": "train or eval",
+    "start": "where the episode began (search page, or an item page after a scripted opening)",
+    "group_id": "its GRPO group: the rollouts of one goal played together",
+    "sample_index": "its position in the group",
+    "reward": "the final reward (0-1)",
+    "reward_parts": "the reward's parts (JSON text)",
+    "success": "whether it bought the goal's item (reward 1)",
+    "num_steps": "env steps taken",
+    "policy_version_min": "the lowest policy version that served one of its calls",
+    "policy_version_max": "the highest policy version that served one of its calls",
+    "agent_url": "the external agent that played it (null: the built-in agent)",
+    "actions": "the env actions in order (an opening's first, without a turn)",
+    "turns": "every LLM call: index, policy version, messages sent, response, finish "
+    "reason, trainable (with --tokens also the token ids and logprobs)",
+}
 
 
 @dataclass(frozen=True)
@@ -46,8 +68,19 @@ class TrajectoryFilter:
     policy_version: int | None = None
     split: str | None = None
 
+    def describe(self) -> str:
+        """The selection in words (a dataset card's, an empty export's error)."""
+        parts = ["succeeded rollouts, their succeeded attempt"]
+        if self.min_reward is not None:
+            parts.append(f"reward >= {self.min_reward:g}")
+        if self.policy_version is not None:
+            parts.append(f"a call served by policy version {self.policy_version}")
+        if self.split is not None:
+            parts.append(f"split {self.split}")
+        return "; ".join(parts)
 
-def _attempts_query(filters: TrajectoryFilter) -> Select:
+
+def attempts_query(filters: TrajectoryFilter) -> Select:
     query = (
         select(
             Attempt.id.label("attempt_id"),
@@ -96,10 +129,8 @@ def _message(message: Any) -> dict[str, str]:
     return {"role": str(message.get("role")), "content": text}
 
 
-def _details(
-    conn: Connection, attempt_ids: list[int], tokens: bool
-) -> tuple[dict[int, list[str]], dict[int, list[dict[str, Any]]]]:
-    """Actions and turns of a batch of attempts, in index order."""
+def _actions(conn: Connection, attempt_ids: list[int]) -> dict[int, list[str]]:
+    """The env actions of a batch of attempts, in index order."""
     actions: dict[int, list[str]] = defaultdict(list)
     for attempt_id, action in conn.execute(
         select(Step.attempt_id, Step.action)
@@ -107,6 +138,11 @@ def _details(
         .order_by(Step.attempt_id, Step.index)
     ):
         actions[attempt_id].append(action)
+    return actions
+
+
+def read_turns(conn: Connection, attempt_ids: list[int], tokens: bool) -> dict[int, list[dict]]:
+    """The LLM calls of a batch of attempts, in index order."""
     columns = [
         LlmCall.attempt_id,
         LlmCall.index,
@@ -135,7 +171,7 @@ def _details(
         if tokens:
             turn.update({name: getattr(row, name) for name in TOKEN_FIELDS})
         turns[row.attempt_id].append(turn)
-    return actions, turns
+    return turns
 
 
 def _record(row: Any, actions: list[str], turns: list[dict[str, Any]]) -> dict[str, Any]:
@@ -171,11 +207,11 @@ def iter_trajectory_records(
     """Batches of trajectory records in attempt-id order (see the module docstring)."""
     with engine.connect() as stream, engine.connect() as details:
         result = stream.execution_options(stream_results=True, yield_per=batch_size).execute(
-            _attempts_query(filters)
+            attempts_query(filters)
         )
         for rows in result.partitions():
             ids = [row.attempt_id for row in rows]
-            actions, turns = _details(details, ids, tokens)
+            actions, turns = _actions(details, ids), read_turns(details, ids, tokens)
             yield [_record(row, actions[row.attempt_id], turns[row.attempt_id]) for row in rows]
             details.rollback()  # end the read transaction: no snapshot held across batches
 
@@ -220,28 +256,3 @@ def trajectory_schema(tokens: bool) -> pa.Schema:
             ("turns", pa.list_(pa.struct(turn_fields))),
         ]
     )
-
-
-def export_trajectories(
-    engine: Engine,
-    out: Path,
-    fmt: ExportFormat = ExportFormat.JSONL,
-    filters: TrajectoryFilter = TrajectoryFilter(),
-    *,
-    tokens: bool = False,
-    batch_size: int = 1000,
-    progress: ExportProgress | None = None,
-) -> int:
-    """Write the matching trajectories to ``out``; returns the number written.
-    ``progress(written, total)`` follows every batch (and starts at 0)."""
-    total = count_rows(engine, _attempts_query(filters)) if progress is not None else 0
-    written = 0
-    with writing(out, fmt, lambda: trajectory_schema(tokens), JSON_COLUMNS) as writer:
-        if progress is not None:
-            progress(0, total)
-        for batch in iter_trajectory_records(engine, filters, tokens=tokens, batch_size=batch_size):
-            writer.write(batch)
-            written += len(batch)
-            if progress is not None:
-                progress(written, max(total, written))
-    return written

@@ -20,9 +20,10 @@ from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, session_scope
 from app.embedded.ports import free_port
+from app.exports.forms import export_trajectories
 from app.exports.goals import export_goals
-from app.exports.trajectories import TrajectoryFilter, export_trajectories
-from app.exports.writers import ExportFormat
+from app.exports.trajectories import TrajectoryFilter
+from app.exports.writers import EmptyExportError, ExportFormat
 
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -38,10 +39,14 @@ def export_db(make_database: Callable[[], str]) -> Iterator[tuple[str, Engine, D
     engine.dispose()
 
 
+FILE_FORMATS = [ExportFormat.JSONL, ExportFormat.PARQUET]
+
+
 def _read(path: Path, fmt: ExportFormat) -> list[dict[str, Any]]:
     if fmt is ExportFormat.JSONL:
         return [json.loads(line) for line in path.read_text().splitlines()]
-    records = pq.read_table(path).to_pylist()
+    files = sorted((path / "data").glob("*.parquet")) if fmt is ExportFormat.HF else [path]
+    records = [r for file in files for r in pq.read_table(file).to_pylist()]
     for record in records:
         if record.get("reward_parts") is not None:
             record["reward_parts"] = json.loads(record["reward_parts"])
@@ -140,6 +145,11 @@ def test_export_trajectories_filters(
 ) -> None:
     _, engine, data = export_db
     out = tmp_path / f"filtered.{fmt}"
+    if not names:
+        with pytest.raises(EmptyExportError, match="no trajectories match"):
+            export_trajectories(engine, out, fmt, filters)
+        assert not list(tmp_path.iterdir()), "nothing written, nothing partial left"
+        return
     written = export_trajectories(engine, out, fmt, filters)
     ids = {r["rollout_id"] for r in _read(out, fmt)}
     assert written == len(ids)
@@ -157,7 +167,7 @@ def test_export_trajectories_without_tokens_has_no_token_fields(
     assert "prompt_token_ids" not in names and "messages" in names
 
 
-@pytest.mark.parametrize("fmt", list(ExportFormat))
+@pytest.mark.parametrize("fmt", FILE_FORMATS)
 def test_export_goals_is_a_verl_dataset(
     export_db: tuple[str, Engine, Dataset], tmp_path: Path, fmt: ExportFormat
 ) -> None:
@@ -238,6 +248,15 @@ def test_wsrl_export_unknown_format_is_an_error(export_db: tuple[str, Engine, Da
     done = _wsrl(url, "export", "trajectories", "--format", "csv", "--out", "/tmp/x.csv")
     assert done.returncode == 2
     assert "csv" in done.stderr
+
+
+def test_wsrl_export_goals_refuses_a_dataset_folder(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path
+) -> None:
+    url, _, _ = export_db
+    done = _wsrl(url, "export", "goals", "--format", "hf", "--out", str(tmp_path / "goals"))
+    assert done.returncode == 2 and "--format parquet or jsonl" in done.stderr, done.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_wsrl_export_goals_on_an_empty_database_without_env_is_an_error(

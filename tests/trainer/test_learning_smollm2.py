@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from learning import flip_sign, loop_stack
 from sqlalchemy import select
 
@@ -43,7 +44,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local import run as local_run
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.run import start_local_run
-from trainer.config import TrainerConfig
+from trainer.config import Lora, TrainerConfig
 from trainer.loop import LoopOptions, StepResult, episode_returns
 from trainer.ready_groups import rollout_records
 from trainer.samples import RolloutRecord, build_samples
@@ -63,6 +64,9 @@ AGENT = {
     "agent_constrain_actions": True,
     "agent_history_steps": 0,
 }
+LORA = Lora(rank=16, alpha=32)
+LORA_LR = 2e-4
+"""An adapter's learning rate (low-rank updates take a larger one than the model's)."""
 LOGPROB_TOLERANCE = 1e-4
 """Per generated token, the workers' recorded logprob against the trainer's forward."""
 MARGIN = 0.5
@@ -134,11 +138,16 @@ def moves(learner: Learner, records: list[RolloutRecord]) -> Moves:
     return Moves([s.advantage for s in samples], deltas.tolist())
 
 
-def train(settings: Settings, model: Path, tmp_path: Path) -> tuple[list[StepResult], Moves]:
-    """The loop until ``UPDATES`` updates (or ``MAX_STEPS`` steps), and the replies' moves."""
+def train(
+    settings: Settings, model: Path, tmp_path: Path, lora: Lora | None = None
+) -> tuple[list[StepResult], Moves]:
+    """The loop until ``UPDATES`` updates (or ``MAX_STEPS`` steps), and the replies' moves;
+    with ``lora``, an adapter trains at :data:`LORA_LR` and the base weights are checked
+    unchanged."""
     options = LoopOptions(checkpoint_dir=tmp_path / "checkpoints", poll_s=0.2)
+    config = CONFIG.with_(lr=LORA_LR) if lora else CONFIG
     trainer = start_local_run(
-        settings, CONFIG, model, options, sampling=SAMPLING, train_starts=("item",)
+        settings, config, model, options, sampling=SAMPLING, train_starts=("item",), lora=lora
     )
     stop = threading.Event()
     updated: list[StepResult] = []
@@ -152,9 +161,26 @@ def train(settings: Settings, model: Path, tmp_path: Path) -> tuple[list[StepRes
     try:
         results = trainer.loop.run(MAX_STEPS, stop, count, wait_timeout_s=180)
         found = moves(trainer.learner, trained_records(settings))
+        if lora:
+            assert_base_unchanged(trainer.learner, model)
     finally:
         trainer.close()
     return results, found
+
+
+def assert_base_unchanged(learner: Learner, model: Path) -> None:
+    from safetensors.torch import load_file
+
+    expected: dict = {}
+    for shard in model.glob("*.safetensors"):
+        expected.update(load_file(shard))
+    compared = 0
+    for name, value in learner.model.state_dict().items():
+        plain = name.replace("base_model.model.", "").replace(".base_layer", "")
+        if "lora_" not in name and plain in expected:
+            assert torch.equal(value, expected[plain].float()), name
+            compared += 1
+    assert compared == len(expected), (compared, len(expected))
 
 
 def check_direction(results: list[StepResult], found: Moves) -> None:
@@ -165,6 +191,7 @@ def check_direction(results: list[StepResult], found: Moves) -> None:
         diff = m["actor/rollout_vs_old_logprob_abs_diff"]
         assert diff < LOGPROB_TOLERANCE, f"the workers' and the trainer's logprobs differ by {diff}"
     along = found.along()
+    print(f"replies moved {along:+.3f} nats along their advantage")
     assert along >= MARGIN, (
         f"replies moved {along:+.3f} nats along their advantage (positive ones "
         f"{found.mean(True):+.3f}, negative ones {found.mean(False):+.3f} on average, "
@@ -176,6 +203,14 @@ def test_smollm2_updates_move_replies_along_their_advantage(
     stack: Settings, smollm2: Path, tmp_path: Path
 ) -> None:
     check_direction(*train(stack, smollm2, tmp_path))
+
+
+def test_smollm2_lora_updates_move_replies_along_their_advantage(
+    stack: Settings, smollm2: Path, tmp_path: Path
+) -> None:
+    """Only an adapter (rank 16 on every linear layer: 1.8 % of the weights) trains and
+    syncs; the replies move as the whole model's do, the base weights stay the file's."""
+    check_direction(*train(stack, smollm2, tmp_path, lora=LORA))
 
 
 def test_smollm2_flipped_advantages_fail_the_check(

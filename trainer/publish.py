@@ -47,13 +47,18 @@ class Publisher:
         base_url: str,
         model_name: str,
         protocol: AgentProtocol,
+        base_model: str | None = None,
     ) -> None:
         self.sessions, self.redis = sessions, redis
         self.base_url, self.model_name = base_url, model_name
         self.protocol = protocol
+        self.base_model = base_model
+        """A LoRA run's base weights, published with every version (None: whole weights)."""
 
     def endpoint(self, version: int, status: EndpointStatus) -> PolicyEndpoint:
-        return PolicyEndpoint(self.base_url, self.model_name, version, status, self.protocol)
+        return PolicyEndpoint(
+            self.base_url, self.model_name, version, status, self.protocol, self.base_model
+        )
 
     def publish(self, version: int, status: EndpointStatus, checkpoint: str | None) -> None:
         with session_scope(self.sessions) as session:

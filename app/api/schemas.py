@@ -231,6 +231,11 @@ class PolicyEndpointIn(BaseModel):
         description="The agent protocol the policy expects, recorded on its policy_versions "
         "row; workers play it. Null: workers play their own settings.",
     )
+    base_model: str | None = Field(
+        None,
+        description="The base weights under the LoRA adapter that `model` names; null: the "
+        "version is whole weights.",
+    )
 
 
 class PolicyEndpointOut(BaseModel):
@@ -246,6 +251,9 @@ class PolicyEndpointOut(BaseModel):
         description="The agent protocol the policy expects (mode, history_steps, "
         "constrain_actions, max_steps), as its trainer published it; workers play it.",
     )
+    base_model: str | None = Field(
+        None, description="The base weights under the LoRA adapter; null: whole weights."
+    )
 
 
 class PolicyVersionOut(BaseModel):
@@ -255,6 +263,9 @@ class PolicyVersionOut(BaseModel):
     base_url: str | None
     model: str | None
     checkpoint: str | None
+    base_model: str | None = Field(
+        None, description="The base weights under the LoRA adapter (checkpoint); null: whole."
+    )
     protocol: dict[str, Any] | None = Field(
         None, description="The agent protocol it was published with; null: none named."
     )

@@ -71,6 +71,9 @@ class PolicyEndpoint:
     """The agent protocol the policy was trained for (its trainer publishes it, ``PUT
     /v1/policy`` may); None: the publisher did not say (``wsrl eval --publish``, the
     settings' fallback, a ``PUT`` without one), and workers play their own settings."""
+    base_model: str | None = None
+    """The base weights under this version's LoRA adapter (a ``--lora-rank`` run: ``model``
+    names the adapter the server serves); None: the version is whole weights."""
 
     @property
     def serving(self) -> bool:
@@ -85,6 +88,8 @@ class PolicyEndpoint:
         }
         if self.protocol is not None:
             record["protocol"] = self.protocol.to_dict()
+        if self.base_model is not None:
+            record["base_model"] = self.base_model
         return json.dumps(record, sort_keys=True)
 
     @classmethod
@@ -101,6 +106,7 @@ class PolicyEndpoint:
             version=int(data["version"]),
             status=EndpointStatus(data.get("status", EndpointStatus.SERVING)),
             protocol=None if protocol is None else AgentProtocol.from_dict(protocol),
+            base_model=None if data.get("base_model") is None else str(data["base_model"]),
         )
 
     @classmethod
@@ -165,6 +171,7 @@ def publish_policy(
     row.base_url = endpoint.base_url
     row.model = endpoint.model
     row.protocol = None if endpoint.protocol is None else endpoint.protocol.to_dict()
+    row.base_model = endpoint.base_model
     if checkpoint is not None:
         row.checkpoint = checkpoint
     if endpoint.status == EndpointStatus.SERVING:
@@ -255,7 +262,9 @@ def recorded_endpoint(session: Session) -> PolicyEndpoint | None:
     if row is None or not row.base_url or not row.model:
         return None
     protocol = None if row.protocol is None else AgentProtocol.from_dict(row.protocol)
-    return PolicyEndpoint(row.base_url, row.model, row.version, protocol=protocol)
+    return PolicyEndpoint(
+        row.base_url, row.model, row.version, protocol=protocol, base_model=row.base_model
+    )
 
 
 def restore_endpoint(

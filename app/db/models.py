@@ -106,6 +106,9 @@ class PolicyVersion(Base):
     base_url: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
     checkpoint: Mapped[str | None] = mapped_column(Text)
+    # The base weights a LoRA version's adapter (``checkpoint``) runs on; NULL: the version
+    # is whole weights.
+    base_model: Mapped[str | None] = mapped_column(Text)
     # The agent protocol it was trained for (app.core.agent.AgentProtocol.to_dict); NULL:
     # its publisher did not say.
     protocol: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)

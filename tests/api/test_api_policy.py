@@ -50,6 +50,7 @@ def test_get_falls_back_to_settings(api_settings: Settings, no_endpoint: None) -
         "status": "serving",
         "source": "settings",
         "protocol": None,  # the workers play their own settings
+        "base_model": None,  # whole weights
     }
 
 
@@ -81,6 +82,42 @@ def test_put_publishes_and_records_active_version(
     row = _row(db_engine, version)
     assert row is not None
     assert (row.status.value, row.model, row.checkpoint) == ("active", "qwen", "/ckpt/step-1")
+
+
+def test_a_lora_version_names_its_adapter_and_its_base(
+    client: TestClient,
+    redis_client: redis.Redis,
+    db_engine: Engine,
+    no_endpoint: None,
+    version: int,
+) -> None:
+    """A LoRA run's version: ``model`` the adapter the server serves, ``checkpoint`` the
+    adapter's folder, ``base_model`` the weights under it; in Redis, in Postgres, in the
+    API, and in the endpoint restored from Postgres (a flushed Redis)."""
+    from app.core.endpoint import recorded_endpoint
+
+    body = {
+        "base_url": "http://127.0.0.1:8001/v1",
+        "model": "policy",
+        "version": version,
+        "checkpoint": "/ckpt/step-3",
+        "base_model": "/models/smollm2-135m",
+    }
+    response = client.put("/v1/policy", json=body, headers=AUTH)
+    assert response.status_code == 200, response.text
+    assert response.json()["base_model"] == "/models/smollm2-135m"
+    published = read_endpoint(redis_client)
+    assert published is not None and published.base_model == "/models/smollm2-135m"
+    row = _row(db_engine, version)
+    assert row is not None and (row.checkpoint, row.base_model) == (
+        "/ckpt/step-3",
+        "/models/smollm2-135m",
+    )
+    listed = client.get("/v1/policy/versions").json()
+    assert listed[0]["base_model"] == "/models/smollm2-135m"
+    with Session(db_engine) as session:
+        restored = recorded_endpoint(session)
+    assert restored is not None and restored.base_model == "/models/smollm2-135m"
 
 
 def test_put_newer_version_retires_older_and_old_is_409(

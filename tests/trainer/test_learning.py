@@ -29,7 +29,7 @@ from sqlalchemy import func, select
 from transformers import AutoModelForCausalLM
 
 from app.config import Settings
-from app.db.models import Rollout
+from app.db.models import PolicyVersion, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.env import WebShopEnv
 from trainer.backends.local import run as local_run
@@ -157,6 +157,14 @@ def test_a_lora_adapter_through_the_loop_learns_as_the_whole_model_does(
             assert torch.equal(value, expected[plain]), name
     saved = sorted((tmp_path / "checkpoints").glob("step-*"))
     assert saved and all(is_adapter(folder) for folder in saved)
+    engine = make_engine(stack)
+    with session_scope(make_sessionmaker(engine)) as session:
+        versions = session.scalars(select(PolicyVersion).order_by(PolicyVersion.version)).all()
+    engine.dispose()
+    # every version names the base weights; the trained ones their adapter's folder
+    assert versions and {v.base_model for v in versions} == {str(checkpoint.resolve())}
+    kept = [v.checkpoint for v in versions[1:] if v.checkpoint and Path(v.checkpoint).is_dir()]
+    assert kept and all(is_adapter(folder) for folder in kept)
 
 
 def _shift_masks(original):

@@ -87,6 +87,7 @@ def put_policy(body: PolicyEndpointIn, session: SessionDep, redis: RedisDep) -> 
         version=body.version,
         status=EndpointStatus(body.status),
         protocol=None if body.protocol is None else AgentProtocol(**body.protocol.model_dump()),
+        base_model=body.base_model,
     )
     try:
         publish_policy(session, redis, endpoint, checkpoint=body.checkpoint)
@@ -110,4 +111,5 @@ def _out(endpoint: PolicyEndpoint, source: Literal["redis", "settings"]) -> Poli
         status=str(endpoint.status),
         source=source,
         protocol=None if endpoint.protocol is None else endpoint.protocol.to_dict(),
+        base_model=endpoint.base_model,
     )

@@ -200,7 +200,8 @@ def start_local_run(
     handle = server.start(policy_host, policy_port)
     redis = connect_redis(settings)
     base_url = advertised_url(handle.base_url, advertise_host)
-    publisher = Publisher(sessions, redis, base_url, server.model_name, protocol)
+    base_model = str(Path(model_path).resolve()) if lora is not None and lora.enabled else None
+    publisher = Publisher(sessions, redis, base_url, server.model_name, protocol, base_model)
     scheduler = None
     if enqueue:
         scheduler = Scheduler.for_run(

@@ -276,6 +276,13 @@ def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> Agen
     )
 
 
+def lora_base_model(config: DictConfig) -> str | None:
+    """The base weights a LoRA run's versions are adapters on (``model.lora_rank`` > 0),
+    published with each version; None: whole weights."""
+    model = config.actor_rollout_ref.model
+    return str(model.path) if int(model.lora_rank or 0) > 0 else None
+
+
 def check_checkpoint_disk(config: DictConfig, free_bytes: int | None = None) -> None:
     """Refuse to start when the checkpoint folder's disk cannot hold the checkpoints kept
     plus the one being written (``webshop.checkpoint_gib`` each); says what to change."""

@@ -50,7 +50,12 @@ from app.config import Settings
 from app.core.enqueue import ensure_goals
 from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from trainer.backends.verl.config import agent_protocol_of, loop_options, trainer_config
+from trainer.backends.verl.config import (
+    agent_protocol_of,
+    loop_options,
+    lora_base_model,
+    trainer_config,
+)
 from trainer.backends.verl.dataproto import (
     build_dataproto,
     fitting_samples,
@@ -346,6 +351,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
             self.base_url,
             str(shop.served_model_name),
             agent_protocol_of(self.config, self.settings),
+            lora_base_model(self.config),
         )
         loop = TrainLoop(
             config,

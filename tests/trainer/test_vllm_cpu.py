@@ -93,16 +93,28 @@ class Vllm:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self, checkpoint: Path, timeout_s: float = 300.0) -> None:
+    def start(
+        self, checkpoint: Path, timeout_s: float = 300.0, adapter: Path | None = None
+    ) -> None:
+        """Serve ``checkpoint`` as ``policy``; with a LoRA ``adapter``, the base as
+        ``policy-base`` and the adapter over it as ``policy``, reloadable in place."""
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
         env.pop("PYTHONPATH", None)
+        served = "policy-base" if adapter else "policy"
         command = [
             str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(checkpoint), "--served-model-name", "policy",
+            "--model", str(checkpoint), "--served-model-name", served,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
             "--seed", "0",
         ]  # fmt: skip
+        if adapter is not None:
+            from trainer.lora import adapter_rank
+
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+            command += ["--enable-lora", "--max-loras", "1"]
+            command += ["--max-lora-rank", str(adapter_rank(adapter))]
+            command += ["--lora-modules", f"policy={adapter}"]
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=out, env=env)
         deadline = time.monotonic() + timeout_s
@@ -295,12 +307,15 @@ def smollm2_synced(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 def _learner_logprobs(checkpoint: Path, calls: list[LLMCall]) -> list[torch.Tensor]:
     """What the local trainer computes for each call's reply: its own samples, collated
-    with the replies' constraints replayed on its token index, through its forward."""
+    with the replies' constraints replayed on its token index, through its forward (a
+    LoRA checkpoint: the adapter over its base)."""
     from trainer.backends.local.learner import Learner
-    from trainer.config import TrainerConfig
+    from trainer.config import Lora, TrainerConfig
+    from trainer.lora import adapter_rank, is_adapter
     from trainer.samples import CallRecord, RolloutRecord, build_samples
 
-    learner = Learner(checkpoint, TrainerConfig())
+    lora = Lora(rank=adapter_rank(checkpoint)) if is_adapter(checkpoint) else None
+    learner = Learner(checkpoint, TrainerConfig(), lora=lora)
     out = []
     for i, call in enumerate(calls):
         record = CallRecord(
@@ -437,3 +452,108 @@ def test_the_trainer_logs_below_error_after_a_process_imports_vllm() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "INFO trainer.loop: a step line after vLLM" in result.stderr, result.stderr[-3000:]
     assert "WARNING trainer.loop: a warning after vLLM" in result.stderr
+
+
+def _trained_adapter(learner, tokenizer, updates: int) -> None:
+    """``updates`` steps of the learner's adapter towards one reply and away from another."""
+    from trainer.samples import Sample
+
+    prompt = tokenizer.encode("Instruction: i need a red mug. Reply with one action.")
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    samples = []
+    for reply, advantage in (("click[buy now]", 1.0), ("search[mug]", -1.0)):
+        ids = prompt + tokenizer.encode(reply) + [eos]
+        mask = [0] * len(prompt) + [1] * (len(ids) - len(prompt))
+        samples.append(Sample(reply, "g", ids, mask, [0.0] * len(ids), advantage, 0))
+    for _ in range(updates):
+        learner.update(samples)
+
+
+def test_smollm2_with_a_lora_adapter_on_vllm_and_an_adapter_only_sync(
+    smollm2: Path,
+    vllm: Vllm,
+    env_server: RunningServer,
+    test_settings: Settings,
+    tmp_path: Path,
+) -> None:
+    """vLLM serves the base with the trainer's adapter over it: the recorded logprobs are
+    the trainer's forward with the adapter; the next adapter is reloaded in place (the base
+    weights stay loaded), served as the next version, and the sync takes a fraction of
+    what restarting vLLM on whole weights (the full sync on this build) takes."""
+    from trainer.backends.local.learner import Learner
+    from trainer.config import Lora, TrainerConfig
+
+    redis = Redis.from_url(test_settings.resolved_redis_url())
+    engine = make_engine(test_settings)
+    settings = test_settings.model_copy(update={"llm_retry_budget_s": 30.0})
+    learner = Learner(smollm2, TrainerConfig(lr=1e-3), lora=Lora(rank=8, alpha=16))
+    _trained_adapter(learner, learner.tokenizer, updates=3)
+    first = learner.save(tmp_path / "adapter-1")
+    _trained_adapter(learner, learner.tokenizer, updates=3)
+    second = learner.save(tmp_path / "adapter-2")
+    base = str(smollm2.resolve())
+    try:
+        started = time.perf_counter()
+        vllm.start(smollm2, adapter=first)
+        start_s = time.perf_counter() - started
+        from helpers.api_rows import fresh_version
+
+        version = fresh_version(engine)
+        with session_scope(engine) as session:
+            endpoint = PolicyEndpoint(vllm.base_url, "policy", version, base_model=base)
+            publish_policy(session, redis, endpoint, checkpoint=str(first))
+        calls = _play(
+            settings, env_server.url, redis, range(1, 3), constrain_actions=True,
+            max_tokens=40, temperature=0.0,
+        )  # fmt: skip
+        assert len(calls) >= 2 and all(c.policy_version == version for c in calls)
+        worst = _assert_close(_learner_logprobs(first, calls), calls)
+
+        sync_s = _sync_adapter(vllm, engine, redis, second, version + 1, base)
+        synced = _play(
+            settings, env_server.url, redis, range(3, 4), constrain_actions=True,
+            max_tokens=40, temperature=0.0,
+        )  # fmt: skip
+        assert synced and all(c.policy_version == version + 1 for c in synced)
+        worst = max(worst, _assert_close(_learner_logprobs(second, synced), synced))
+        old = _learner_logprobs(first, synced)
+        moved = max(
+            float((o - torch.tensor(c.response_logprobs)).abs().max())
+            for o, c in zip(old, synced, strict=True)
+        )
+        assert moved > 10 * SMOLLM2_LOGPROB_ATOL, moved
+        print(
+            f"SmolLM2 LoRA on vLLM: adapter sync {sync_s:.3f}s, vLLM start on the base "
+            f"{start_s:.1f}s (a full sync restarts it); logprobs within {worst:.2e}"
+        )
+        assert sync_s * 5 < start_s, (sync_s, start_s)
+    finally:
+        from app.core.endpoint import withdraw_policy
+
+        with session_scope(engine) as session:
+            withdraw_policy(session, redis)
+        vllm.stop()
+        redis.close()
+        engine.dispose()
+
+
+def _sync_adapter(
+    vllm: Vllm, engine, redis: Redis, adapter: Path, version: int, base: str
+) -> float:
+    """An adapter-only sync: paused -> vLLM reloads the adapter ``policy`` in place (the
+    base weights stay loaded) -> serving ``version``; returns the reload's seconds."""
+    paused = PolicyEndpoint(vllm.base_url, "policy", version, EndpointStatus.PAUSED, None, base)
+    with session_scope(engine) as session:
+        publish_policy(session, redis, paused, checkpoint=str(adapter))
+    started = time.perf_counter()
+    response = httpx.post(
+        vllm.base_url.removesuffix("/v1") + "/v1/load_lora_adapter",
+        json={"lora_name": "policy", "lora_path": str(adapter), "load_inplace": True},
+        timeout=60,
+    )
+    response.raise_for_status()
+    sync_s = time.perf_counter() - started
+    serving = PolicyEndpoint(vllm.base_url, "policy", version, base_model=base)
+    with session_scope(engine) as session:
+        publish_policy(session, redis, serving, checkpoint=str(adapter))
+    return sync_s

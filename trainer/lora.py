@@ -92,20 +92,22 @@ def wrap(model: PreTrainedModel, lora: Lora) -> Any:
 
 
 def adapter_state(model: Any) -> dict[str, torch.Tensor]:
-    """A copy of the adapter's tensors (what a sync sends: the base stays where it is)."""
-    from peft import get_peft_model_state_dict
-
-    return {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+    """The adapter's tensors by parameter name (what a sync sends: the base stays where it
+    is). Views of the live tensors: load them (:func:`load_adapter_state`) before the
+    model trains again."""
+    return {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
-    """Copy ``state`` (from :func:`adapter_state`) into ``model``'s adapter, in place."""
-    from peft import set_peft_model_state_dict
-
-    result = set_peft_model_state_dict(model, state)
-    unexpected = getattr(result, "unexpected_keys", [])
-    if unexpected:
-        raise LoraError(f"the adapter state does not fit the served model: {unexpected[:3]}")
+    """Copy ``state`` (from :func:`adapter_state` of a model of the same shape) into
+    ``model``'s adapter, in place: each tensor once, nothing else touched."""
+    params = dict(model.named_parameters())
+    unknown = [name for name in state if name not in params or "lora_" not in name]
+    if unknown:
+        raise LoraError(f"the adapter state does not fit the served model: {unknown[:3]}")
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value)
 
 
 def merge(adapter: str | Path, out: str | Path) -> Path:

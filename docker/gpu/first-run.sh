@@ -6,6 +6,8 @@
 #   bash docker/gpu/first-run.sh run        # the last call: install, start, train, report
 #   CONFIG=fast MODEL=/models/Qwen2.5-0.5B-Instruct bash docker/gpu/first-run.sh run
 #   CONFIG=smollm2 bash docker/gpu/first-run.sh run   # a kit of `make gpu-kit MODEL=smollm2-135m`
+#   CONFIG=smollm2 LORA_RANK=16 bash docker/gpu/first-run.sh run   # the LoRA case: an adapter
+#       trained and synced alone (the report's sync times and memory peak against the run above)
 #   bash docker/gpu/first-run.sh run --override KEY=VALUE ...   # more of `wsrl train`'s flags
 #
 # `receive` copies build/gpu-kit/* (whatever this call carried) into /tmp/wsrl-pieces.
@@ -32,6 +34,7 @@ TRAIN_TIMEOUT_S=${TRAIN_TIMEOUT_S:-400}
 PY=${PYTHON:-python3}
 CONFIG=${CONFIG:-smoke}
 MODEL=${MODEL:-}
+LORA_RANK=${LORA_RANK:-0}
 
 receive() {
   if [ ! -d "$PIECES" ] && [ -n "${OUT:-}" ]; then
@@ -134,9 +137,10 @@ else:
 WAIT
   stamp "services up in $((SECONDS - t0)) s"
 
-  stamp "config $CONFIG, model ${MODEL:-as the config names}, $STEPS steps${*:+, $*}"
+  stamp "config $CONFIG, model ${MODEL:-as the config names}, LoRA rank $LORA_RANK, $STEPS steps${*:+, $*}"
   local model=()
   [ -n "$MODEL" ] && model=(--override "actor_rollout_ref.model.path=$MODEL")
+  [ "$LORA_RANK" -gt 0 ] && model+=(--lora-rank "$LORA_RANK" --lora-alpha "$((2 * LORA_RANK))")
   local attn=()
   if ! $PY -c "import flash_attn" 2> /dev/null; then
     attn=(--override actor_rollout_ref.model.use_remove_padding=false

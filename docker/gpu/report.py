@@ -113,7 +113,8 @@ def summary(logs: Path) -> str:
     out.append(
         _table(
             _rows(
-                "SELECT version, status, base_url, created_at FROM policy_versions ORDER BY version"
+                "SELECT version, status, base_url, base_model, created_at FROM policy_versions "
+                "ORDER BY version"
             )
         )
     )

@@ -14,12 +14,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
-
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from typing import TYPE_CHECKING, Any
 
 from trainer.config import Lora
+
+if TYPE_CHECKING:  # torch, transformers and peft load when a model does
+    import torch
+    from transformers import PreTrainedModel
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -105,6 +106,8 @@ def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
     unknown = [name for name in state if name not in params or "lora_" not in name]
     if unknown:
         raise LoraError(f"the adapter state does not fit the served model: {unknown[:3]}")
+    import torch
+
     with torch.no_grad():
         for name, value in state.items():
             params[name].copy_(value)
@@ -114,6 +117,7 @@ def merge(adapter: str | Path, out: str | Path) -> Path:
     """The adapter at ``adapter`` folded into its base, written to ``out`` as a plain
     checkpoint (with the tokenizer)."""
     from peft import PeftModel
+    from transformers import AutoTokenizer
 
     if not is_adapter(adapter):
         raise LoraError(f"{adapter} holds no LoRA adapter ({ADAPTER_CONFIG} missing).")
@@ -129,6 +133,9 @@ def merge(adapter: str | Path, out: str | Path) -> Path:
 
 
 def _load(path: str | Path, device: torch.device | str) -> PreTrainedModel:
+    import torch
+    from transformers import AutoModelForCausalLM
+
     # the absolute path: peft records it as the adapter's base
     folder = str(Path(path).resolve())
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)

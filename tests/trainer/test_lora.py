@@ -135,3 +135,31 @@ def test_a_sync_moves_only_the_adapter_into_the_server(tiny_checkpoint) -> None:
     ours = learner.logprobs(collate([call], learner.pad_id))[0, len(prompt) - 1 :]
     torch.testing.assert_close(ours, served, atol=1e-4, rtol=0)
     print(f"tiny policy sync: adapter {adapter_s * 1e3:.2f} ms, whole model {full_s * 1e3:.1f} ms")
+
+
+def test_wsrl_policy_merge_writes_a_whole_checkpoint_or_nothing(
+    tiny_checkpoint, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    learner = Learner(tiny_checkpoint, TrainerConfig(lr=3e-2), lora=LORA)
+    learner.update(SAMPLES)
+    adapter = learner.save(tmp_path / "step-1")
+    runner = CliRunner()
+    out = tmp_path / "merged"
+    result = runner.invoke(cli, ["policy", "merge", str(adapter), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "config.json").is_file() and not is_adapter(out)
+    torch.testing.assert_close(
+        response_logprobs(Learner(out, TrainerConfig())),
+        response_logprobs(learner),
+        atol=1e-5,
+        rtol=0,
+    )
+    again = runner.invoke(cli, ["policy", "merge", str(adapter), "--out", str(out)])
+    assert again.exit_code == 1 and "exists; name a new folder" in again.output
+    plain = runner.invoke(cli, ["policy", "merge", str(out), "--out", str(tmp_path / "x")])
+    assert plain.exit_code == 1 and "holds no LoRA adapter" in plain.output
+    assert not (tmp_path / "x").exists()

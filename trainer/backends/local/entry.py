@@ -30,6 +30,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends import ConfigValue, StartError
 from trainer.config import TINY, RunConfig, tiny_policy_path
 from trainer.loop import LoopOptions
+from trainer.lora import is_adapter
 from trainer.models import ModelError, refuse_tools_unrendered, resolve_model
 from trainer.tracking import MetricsLogger
 
@@ -87,8 +88,11 @@ def _model(settings: Settings, run: RunConfig) -> Path:
     except ModelError as exc:
         raise StartError(str(exc)) from exc
     path = found or Path(run.model)
-    if not (path / "config.json").is_file():
-        raise StartError(f"{path} is not a Hugging Face checkpoint folder (no config.json)")
+    if not (path / "config.json").is_file() and not is_adapter(path):
+        raise StartError(
+            f"{path} is not a Hugging Face checkpoint folder (no config.json) nor a LoRA "
+            "adapter (no adapter_config.json)"
+        )
     return path
 
 

@@ -6,14 +6,15 @@ Where things are, by who uses them:
   and its resume), :mod:`.config` (the run configuration, the only place training
   defaults live), :mod:`.scheduler` (keeps the workers busy), :mod:`.ready_groups` and
   :mod:`.batches` (which groups to train on), :mod:`.samples` (training samples from the
-  recorded LLM calls), :mod:`.publish` (weight sync and the endpoint the workers read),
-  :mod:`.tracking` (one metrics logger). Also here, as the lower of their two users, the
+  recorded LLM calls), :mod:`.advantages` (each rollout's advantage within its group),
+  :mod:`.publish` (weight sync and the endpoint the workers read), :mod:`.tracking` (one
+  metrics logger). Also here, as the lower of their two users, the
   transformers tooling the local backend and the bootstrap share: :mod:`.tensors`
   (samples to tensors, logprobs), :mod:`.generation` (batched sampling),
   :mod:`.constrained` (decoding under an action pattern, and its replay);
 * :mod:`.backends` - one folder per backend and the registry ``wsrl train`` dispatches
   through: :mod:`.backends.local` (the policy trained in this process: learner,
-  algorithms, checkpoints, policy server) and :mod:`.backends.verl` (verl on GPUs);
+  losses, checkpoints, policy server) and :mod:`.backends.verl` (verl on GPUs);
 * :mod:`.bootstrap` - the tiny policy: its build and warm start (``wsrl policy
   bootstrap``), the in-process player and evaluation (``wsrl policy eval``).
 

@@ -123,6 +123,7 @@ def flip_sign(original):
     sabotage every learning check must catch."""
 
     def flipped(*args, **kwargs):
-        return [-a for a in original(*args, **kwargs)]
+        computed = original(*args, **kwargs)
+        return computed._replace(advantages=[-a for a in computed.advantages])
 
     return flipped

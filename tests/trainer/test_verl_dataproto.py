@@ -236,7 +236,8 @@ def test_grpo_over_rollouts_of_2_and_10_turns_is_verls_grpo_on_their_rewards(tok
     """A group of a 2-turn success and a 10-turn failure (plus two more): each turn-sample
     carries its rollout's advantage, equal to verl's GRPO on one row per rollout. Per-turn
     rows would count the failure ten times in the group's mean and std."""
-    from trainer.backends.verl.dataproto import pad_to_multiple, rollout_advantages
+    from trainer.advantages import rollout_advantages
+    from trainer.backends.verl.dataproto import pad_to_multiple, with_rollout_advantages
 
     rollouts = [
         _turns("a", "g", 1.0, 2),
@@ -252,11 +253,10 @@ def test_grpo_over_rollouts_of_2_and_10_turns_is_verls_grpo_on_their_rewards(tok
     assert len(samples) == 22  # one per turn
     data = build_dataproto(samples, rewards, tokenizer.pad_token_id)
     data, _ = pad_to_multiple(data, 8)
-    out = rollout_advantages(
-        data, rewards, groups, compute_advantage, adv_estimator=AdvantageEstimator.GRPO
-    )
-    # verl's own GRPO on the rollouts' rewards, one row each
     ids = sorted(rewards)
+    computed = rollout_advantages([rewards[i] for i in ids], [groups[i] for i in ids], "grpo")
+    out = with_rollout_advantages(data, ids, computed)
+    # verl's own GRPO on the rollouts' rewards, one row each
     scores = torch.zeros((len(ids), 4))
     scores[:, -1] = torch.tensor([rewards[i] for i in ids])
     level = DataProto.from_dict(

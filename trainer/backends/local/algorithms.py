@@ -1,56 +1,20 @@
-"""Advantages and losses, chosen by name from verl's registries (``core_algos``).
+"""Losses of the local backend, chosen by name from verl's registries (``core_algos``).
 
-The trainer never reimplements an estimator or a loss: it adapts its data to verl's
-calling conventions (``(batch, length)`` tensors, a group index array, verl config
-objects) so that names like ``grpo``, ``rloo``, ``vanilla``, ``gspo`` mean exactly what
-they mean in verl.
+The trainer never reimplements a loss: it adapts its data to verl's calling conventions
+(``(batch, length)`` tensors, verl config objects) so that names like ``vanilla`` and
+``gspo`` mean exactly what they mean in verl. Advantages are the shared
+:mod:`trainer.advantages`, the same for both backends.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
-from functools import lru_cache
-from typing import Any
 
-import numpy as np
 import torch
-from verl.trainer.config.algorithm import AlgoConfig
 from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig, PolicyLossConfig
 
 from trainer.config import TrainerConfig
-
-
-@lru_cache(maxsize=8)
-def _algo_config(adv_estimator: str, norm_adv_by_std: bool) -> AlgoConfig:
-    return AlgoConfig(adv_estimator=adv_estimator, norm_adv_by_std_in_grpo=norm_adv_by_std)
-
-
-def rollout_advantages(
-    rewards: Sequence[float], group_ids: Sequence[str], config: TrainerConfig
-) -> list[float]:
-    """One advantage per rollout from its scalar reward, computed within its group.
-
-    Each rollout is a length-1 "response" carrying its outcome reward, which is how
-    verl's outcome estimators see a sequence-level score.
-    """
-    if len(rewards) != len(group_ids):
-        raise ValueError(f"{len(rewards)} rewards for {len(group_ids)} group ids.")
-    if not rewards:
-        return []
-    fn = core_algos.get_adv_estimator_fn(config.adv_estimator)
-    token_rewards = torch.tensor(rewards, dtype=torch.float32).unsqueeze(-1)  # (n, 1)
-    kwargs: dict[str, Any] = {
-        "token_level_rewards": token_rewards,
-        "response_mask": torch.ones_like(token_rewards),  # (n, 1)
-        "index": np.array([str(g) for g in group_ids], dtype=object),
-        "config": _algo_config(config.adv_estimator, config.norm_adv_by_std),
-    }
-    if "norm_adv_by_std_in_grpo" in inspect.signature(fn).parameters:
-        kwargs["norm_adv_by_std_in_grpo"] = config.norm_adv_by_std
-    advantages, _returns = fn(**kwargs)  # (n, 1)
-    return advantages[:, 0].tolist()
 
 
 def actor_config(config: TrainerConfig, rollout_n: int | None = None) -> ActorConfig:

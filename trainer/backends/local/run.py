@@ -24,8 +24,8 @@ from app.config import Settings
 from app.core.agent import AgentProtocol
 from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer.advantages import rollout_advantages
 from trainer.backends.local import checkpoints
-from trainer.backends.local.algorithms import rollout_advantages
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.policy_server import PolicyServer, ServerHandle
 from trainer.bootstrap.build import policy_protocol
@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 
 
 class LocalBackend:
-    """The local backend in the loop: samples and advantages of
-    :mod:`trainer.backends.local.algorithms`, an update in this process,
+    """The local backend in the loop: samples with the advantages of
+    :mod:`trainer.advantages`, an update in this process,
     :mod:`trainer.backends.local.checkpoints`, and a copy of the weights swapped into the
     in-process policy server (which keeps serving the previous version during the
     update)."""
@@ -63,8 +63,11 @@ class LocalBackend:
         self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
     ) -> tuple[list[Sample] | None, dict]:
         advantages = rollout_advantages(
-            [returns[r.rollout_id] for r in records], [r.group_id for r in records], self.config
-        )
+            [returns[r.rollout_id] for r in records],
+            [r.group_id for r in records],
+            self.config.adv_estimator,
+            self.config.norm_adv_by_std,
+        ).advantages
         samples, stats = build_samples(
             records,
             {r.rollout_id: a for r, a in zip(records, advantages, strict=True)},

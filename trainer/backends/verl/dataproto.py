@@ -15,9 +15,8 @@ later turns' observation tokens (mask 0), is its response.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +24,7 @@ from tensordict import TensorDict
 from verl import DataProto
 from verl.utils.model import compute_position_id_with_mask
 
+from trainer.advantages import RolloutAdvantages
 from trainer.samples import Sample
 
 
@@ -186,44 +186,18 @@ def pad_to_multiple(data: DataProto, multiple: int) -> tuple[DataProto, int]:
     return padded, missing
 
 
-def rollout_advantages(
-    data: DataProto,
-    rewards: Mapping[str, float],
-    groups: Mapping[str, str],
-    compute: Callable[..., DataProto],
-    **estimator: Any,
+def with_rollout_advantages(
+    data: DataProto, rollouts: Sequence[str], computed: RolloutAdvantages
 ) -> DataProto:
-    """Advantages computed over rollouts, each turn-sample carrying its rollout's.
-
-    verl's group estimators (GRPO, RLOO, ...) take the group statistics over the rows of
-    a batch; with one row per agent turn, a 10-turn failure would count ten times against
-    a 2-turn success. Here ``compute`` (verl's ``compute_advantage``) runs on one row per
-    rollout of ``rewards`` (every rollout of the selected groups, including those whose
-    samples were all dropped as too long), grouped by ``groups`` (rollout id -> group id),
-    and each sample's advantage and return is its rollout's on its generated tokens.
-    Padding rows get 0.
-    """
-    ids = sorted(rewards)
-    level = DataProto(
-        batch=TensorDict(
-            {
-                "token_level_rewards": torch.tensor(
-                    [[float(rewards[i])] for i in ids], dtype=torch.float32
-                ),
-                "response_mask": torch.ones((len(ids), 1), dtype=torch.long),
-            },
-            batch_size=len(ids),
-        ),
-        non_tensor_batch={"uid": np.array([groups[i] for i in ids], dtype=object)},
-        meta_info={},
-    )
-    out = compute(level, **estimator)
-    position = {rollout: k for k, rollout in enumerate(ids)}
-    advantages = out.batch["advantages"][:, 0]
-    returns = out.batch["returns"][:, 0]
+    """``data`` with each turn-sample carrying its rollout's advantage and return
+    (:func:`trainer.advantages.rollout_advantages`, computed over ``rollouts`` in that
+    order) on its generated tokens; padding rows, and rows of a rollout not in
+    ``rollouts``, get 0."""
+    position = {rollout: k for k, rollout in enumerate(rollouts)}
     rows = [position.get(r) for r in data.non_tensor_batch["rollout_id"]]
-    per_row_adv = torch.tensor([0.0 if k is None else float(advantages[k]) for k in rows])
-    per_row_ret = torch.tensor([0.0 if k is None else float(returns[k]) for k in rows])
+    advantages, returns = computed
+    per_row_adv = torch.tensor([0.0 if k is None else advantages[k] for k in rows])
+    per_row_ret = torch.tensor([0.0 if k is None else returns[k] for k in rows])
     mask = data.batch["response_mask"].to(torch.float32)
     data.batch["advantages"] = per_row_adv[:, None] * mask
     data.batch["returns"] = per_row_ret[:, None] * mask

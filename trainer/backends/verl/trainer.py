@@ -2,17 +2,18 @@
 
 Why the classic trainer and not a v1 one: ``RayPPOTrainer`` hands ``DataProto`` batches
 between plain methods (``_compute_old_log_prob``, ``_compute_ref_log_prob``,
-``compute_advantage``, ``_update_actor``) and a ``CheckpointEngineManager`` that
-sleeps/wakes vLLM and syncs weights. We keep all of them; the loop that calls them is
-the project's one training loop (:class:`trainer.loop.TrainLoop`, the local backend's
-too), with :class:`VerlBackend` as its backend: one ``DataProto`` built from Postgres
-replaces one call to ``async_rollout_manager.generate_sequences``. The v1 trainers
+``_update_actor``) and a ``CheckpointEngineManager`` that sleeps/wakes vLLM and syncs
+weights. We keep all of them; advantages are computed over rollouts by the estimator verl's
+``compute_advantage`` calls (:mod:`trainer.advantages`, both backends'). The loop that calls
+them is the project's one training loop (:class:`trainer.loop.TrainLoop`, the local
+backend's too), with :class:`VerlBackend` as its backend: one ``DataProto`` built from
+Postgres replaces one call to ``async_rollout_manager.generate_sequences``. The v1 trainers
 (``PPOTrainerSync``, ``PPOTrainerSeparateAsync``) move batches through TransferQueue as
-``KVBatchMeta`` and sample from their own ``ReplayBuffer`` fed by verl's agent loop;
-feeding them our rollouts would mean writing a TransferQueue producer and a replay-buffer
-replacement, i.e. patching more of verl. The cost: ``RayPPOTrainer`` is deprecated in
-0.9; the methods we call are the ones ``main_ppo_v0`` still uses, and the contract tests
-pin the batch layout.
+``KVBatchMeta`` and sample from their own ``ReplayBuffer`` fed by verl's agent loop; feeding
+them our rollouts would mean writing a TransferQueue producer and a replay-buffer
+replacement, i.e. patching more of verl. The cost: ``RayPPOTrainer`` is deprecated in 0.9;
+the methods we call are the ones ``main_ppo_v0`` still uses, and the contract tests pin the
+batch layout.
 
 Modes (``webshop.mode``):
 
@@ -42,7 +43,7 @@ from omegaconf import open_dict
 from redis import Redis
 from torch.utils.data import Dataset
 from verl import DataProto
-from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.reward import extract_reward
 from verl.utils.config import omega_conf_to_dataclass
 
@@ -50,6 +51,7 @@ from app.config import Settings
 from app.core.enqueue import ensure_goals
 from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from trainer.advantages import rollout_advantages
 from trainer.backends.verl.config import (
     agent_protocol_of,
     loop_options,
@@ -60,7 +62,7 @@ from trainer.backends.verl.dataproto import (
     build_dataproto,
     fitting_samples,
     pad_to_multiple,
-    rollout_advantages,
+    with_rollout_advantages,
 )
 from trainer.backends.verl.relay import PortRelay, published_base_url
 from trainer.loop import TrainLoop, resume
@@ -246,18 +248,16 @@ class WebShopPPOTrainer(RayPPOTrainer):
         mini_batch = int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size) * n
         batch, padding = pad_to_multiple(batch, mini_batch)
         algo = self.config.algorithm
-        batch = rollout_advantages(
-            batch,
-            rewards,
-            {r.rollout_id: r.group_id for r in records},
-            compute_advantage,
-            adv_estimator=algo.adv_estimator,
-            gamma=algo.gamma,
-            lam=algo.lam,
-            num_repeat=n,
-            norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True),
-            config=algo,
+        groups = {r.rollout_id: r.group_id for r in records}
+        ids = sorted(rewards)  # every rollout of the groups, those dropped as too long too
+        computed = rollout_advantages(
+            [rewards[i] for i in ids],
+            [groups[i] for i in ids],
+            str(algo.adv_estimator),
+            bool(algo.get("norm_adv_by_std_in_grpo", True)),
+            algo,
         )
+        batch = with_rollout_advantages(batch, ids, computed)
         return batch, {**metrics, "batch/padding_rows": float(padding)}
 
     def _train_on(self, batch: DataProto, metrics: dict[str, float]) -> None:
@@ -277,7 +277,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         reward_tensor, _ = extract_reward(batch)
         batch.batch["token_level_scores"] = reward_tensor
         batch.batch["token_level_rewards"] = reward_tensor
-        # Advantages were computed over rollouts in _batch (rollout_advantages).
+        # Advantages were computed over rollouts in _batch (trainer.advantages).
         started = time.perf_counter()
         output = self._update_actor(batch)
         metrics["timing_s/update_actor"] = time.perf_counter() - started

@@ -75,8 +75,9 @@ class DatasetCard:
         self.versions.update(v for v in self.versions_of(row) if v is not None)
 
     @staticmethod
-    def data_file(split: str) -> str:
-        return f"data/{split}.parquet"
+    def data_file(split: str, shard: int | None = None) -> str:
+        """A split's ``shard``-th file, or (None) the pattern that names them all."""
+        return f"data/{split}-{'*' if shard is None else f'{shard:05d}'}.parquet"
 
     def render(self, schema: pa.Schema) -> str:
         splits = sorted(self.splits, key=_split_order)

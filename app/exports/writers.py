@@ -113,12 +113,14 @@ class ParquetWriter:
 
 
 class DatasetFolderWriter:
-    """A Hugging Face dataset folder: ``data/<split>.parquet`` per split of the records'
-    ``split`` values, and at ``close`` the card that declares them.
+    """A Hugging Face dataset folder: ``data/<split>-NNNNN.parquet`` files per split of the
+    records' ``split`` values, and at ``close`` the card that declares them.
 
     Rows wait per split until there are ``group_rows`` of them, so that a split that is a
     small share of each batch still gets row groups of a useful size; memory holds at most
-    ``group_rows`` pending rows per split."""
+    ``group_rows`` pending rows per split. A file ends after ``file_rows`` rows: a Parquet
+    writer keeps every row group's footer entry until it closes (~36 KiB each for the
+    trajectories: +32 MiB at a million in one file, benchmarks/export.py)."""
 
     def __init__(
         self,
@@ -127,6 +129,7 @@ class DatasetFolderWriter:
         json_columns: Iterable[str],
         card: DatasetCard,
         group_rows: int = 1000,
+        file_rows: int = 100_000,
     ) -> None:
         (folder / "data").mkdir(parents=True)
         self._folder = folder
@@ -134,8 +137,11 @@ class DatasetFolderWriter:
         self._json_columns = tuple(json_columns)
         self._card = card
         self._group_rows = group_rows
+        self._file_rows = file_rows
         self._pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._files: dict[str, ParquetWriter] = {}
+        self._in_file: dict[str, int] = defaultdict(int)  # rows in the split's open file
+        self._shards: dict[str, int] = defaultdict(int)  # files the split has begun
 
     def write(self, records: list[dict[str, Any]]) -> None:
         for record in records:
@@ -147,10 +153,16 @@ class DatasetFolderWriter:
 
     def _flush(self, split: str) -> None:
         if split not in self._files:
-            path = self._folder / self._card.data_file(split)
+            path = self._folder / self._card.data_file(split, self._shards[split])
             self._files[split] = ParquetWriter(path, self._schema, self._json_columns)
-        self._files[split].write(self._pending[split])
+            self._shards[split] += 1
+        rows = self._pending[split]
+        self._files[split].write(rows)
         self._pending[split] = []
+        self._in_file[split] += len(rows)
+        if self._in_file[split] >= self._file_rows:
+            self._files.pop(split).close()
+            self._in_file[split] = 0
 
     def close(self) -> None:
         try:

@@ -21,10 +21,15 @@ from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout
 from app.db.session import make_engine, session_scope
 from app.exports import chat
-from app.exports.card import is_export_folder
+from app.exports.card import DatasetCard, is_export_folder
 from app.exports.forms import FORMS, export_trajectories
 from app.exports.trajectories import TrajectoryFilter
-from app.exports.writers import EmptyExportError, ExportFormat, TrajectoryForm
+from app.exports.writers import (
+    DatasetFolderWriter,
+    EmptyExportError,
+    ExportFormat,
+    TrajectoryForm,
+)
 from trainer.bootstrap.shipped import SHIPPED
 
 datasets = pytest.importorskip("datasets")
@@ -96,12 +101,36 @@ def test_hf_trajectories_load_by_split_with_a_card(
     first = loaded["test"][0]
     assert first["turns"][0]["messages"][0]["role"] == "system"
     card = (out / "README.md").read_text()
-    assert "config_name: trajectories" in card and "path: data/train.parquet" in card
+    assert "config_name: trajectories" in card and "path: data/train-*.parquet" in card
     assert "policy versions 1-3, 7-9" in card, "every version that served a reply"
     assert f"| train | {by_split['train']} |" in card and f"| test | {by_split['test']} |" in card
     for name in FORMS[TrajectoryForm.TRAJECTORIES].fields:
         assert f"| `{name}` |" in card
     assert is_export_folder(out) and sorted(p.name for p in out.iterdir()) == ["README.md", "data"]
+
+
+def test_a_split_continues_in_a_new_file_after_file_rows(tmp_path: Path) -> None:
+    """One Parquet writer keeps each row group's footer entry until it closes: a folder
+    ends its files after ``file_rows`` rows, and the card's pattern names them all."""
+    import pyarrow as pa
+
+    schema = pa.schema([("split", pa.string()), ("n", pa.int64())])
+    card = DatasetCard("numbers", "Numbers", "-", "all", {}, lambda row: (row["n"],))
+    writer = DatasetFolderWriter(tmp_path / "out", schema, (), card, group_rows=2, file_rows=4)
+    rows = [{"split": "train", "n": n} for n in range(9)] + [{"split": "eval", "n": 9}]
+    for start in range(0, len(rows), 2):
+        writer.write(rows[start : start + 2])
+    writer.close()
+    names = sorted(p.name for p in (tmp_path / "out" / "data").iterdir())
+    assert names == [
+        "eval-00000.parquet",
+        "train-00000.parquet",
+        "train-00001.parquet",
+        "train-00002.parquet",
+    ]
+    loaded = _load(tmp_path / "out", tmp_path)
+    assert sorted(loaded["train"]["n"]) == list(range(9)) and loaded["eval"]["n"] == [9]
+    assert "policy versions 0-9" in (tmp_path / "out" / "README.md").read_text()
 
 
 def test_every_field_of_every_form_is_described() -> None:
@@ -224,7 +253,10 @@ def test_wsrl_export_hf_replaces_only_its_own_folder(
     (out / "data" / "stale.parquet").write_text("from an earlier export")
     done = _wsrl(url, "trajectories", "--format", "hf", "--form", "messages", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in (out / "data").iterdir()) == ["test.parquet", "train.parquet"]
+    assert sorted(p.name for p in (out / "data").iterdir()) == [
+        "test-00000.parquet",
+        "train-00000.parquet",
+    ]
     assert "config_name: messages" in (out / "README.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dpo"], "nothing beside it"
     empty = _wsrl(url, "trajectories", "--format", "hf", "--min-reward", "2", "--out", str(out))

@@ -116,7 +116,7 @@ def held_out(title: str, rounds: Sequence[dict[str, Any]]) -> Markup:
 
 
 def _versions(row: dict[str, Any]) -> str:
-    low, high = row["version"], row["last_version"]
+    low, high = row["policy_version"], row["last_version"]
     return f"v{high}" if low == high else f"v{low}–{high}"
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, text
 
 from app.core.failures import INFRASTRUCTURE_MARKERS
 from app.core.intervals import mean_half_width, wilson_interval
+from app.db.performance import evaluation_rounds
 from app.db.types import unpack_float32, unpack_int32
 
 RECENT_VERSIONS = 20
@@ -133,44 +134,17 @@ def last_activity(conn: Connection) -> datetime | None:
 
 
 def eval_rounds(conn: Connection, limit: int = RECENT_ROUNDS) -> list[dict[str, Any]]:
-    """The latest evaluation rounds (eval rollouts queued together), oldest first, with the
-    95 % Wilson interval of their success rate (``low``, ``high``) and the normal 95 %
-    interval of their mean reward (``reward_low``, ``reward_high``). The round times are
-    found by a loose scan of ``ix_rollouts_eval_created_at`` (one index probe per round)."""
-    rounds = _rows(
-        conn,
-        "WITH RECURSIVE t(at) AS ("
-        "  SELECT max(created_at) FROM rollouts WHERE mode = 'eval' "
-        "  UNION ALL SELECT (SELECT max(created_at) FROM rollouts "
-        "                    WHERE mode = 'eval' AND created_at < t.at) "
-        "  FROM t WHERE t.at IS NOT NULL) "
-        "SELECT at FROM t WHERE at IS NOT NULL LIMIT :limit",
-        limit=limit,
-    )
-    if not rounds:
-        return []
-    rows = _rows(
-        conn,
-        "SELECT created_at, min(policy_version_min) FILTER (WHERE done) AS version, "
-        "max(policy_version_max) FILTER (WHERE done) AS last_version, "
-        "count(*) FILTER (WHERE done) AS episodes, "
-        "avg(reward) FILTER (WHERE done) AS mean_reward, "
-        "stddev_samp(reward) FILTER (WHERE done) AS reward_sd, "
-        "count(*) FILTER (WHERE done AND success) AS successes, "
-        "count(*) FILTER (WHERE status IN ('queued', 'running')) AS unfinished "
-        "FROM (SELECT created_at, status, reward, success, policy_version_min, "
-        "             policy_version_max, "
-        "             status = 'succeeded' AND policy_version_min IS NOT NULL AS done "
-        "      FROM rollouts WHERE mode = 'eval' AND created_at >= :since) AS r "
-        "GROUP BY created_at ORDER BY created_at",
-        since=min(r["at"] for r in rounds),
-    )
+    """The latest evaluation rounds (:func:`app.db.performance.evaluation_rounds`, those
+    still without a finished episode too), oldest first, with the 95 % Wilson interval of
+    their success rate (``success``: ``low``, ``high``) and the normal 95 % interval of
+    their mean reward (``reward_low``, ``reward_high``)."""
+    rows = evaluation_rounds(conn, latest=limit, unplayed=True)
     for row in rows:
         episodes = int(row["episodes"])
         row["success"] = row["successes"] / episodes if episodes else None
         row["low"], row["high"] = wilson_interval(row["successes"], episodes)
         mean = float(row["mean_reward"]) if row["mean_reward"] is not None else None
-        half = mean_half_width(float(row["reward_sd"] or 0.0), episodes)
+        half = mean_half_width(float(row["reward_std"]), episodes)
         row["reward_low"] = None if mean is None else max(0.0, mean - half)
         row["reward_high"] = None if mean is None else min(1.0, mean + half)
     return rows

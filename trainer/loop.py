@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.endpoint import EndpointStatus, next_version, resume_version
@@ -173,16 +173,17 @@ def commit_step(
     selection: Selection,
     metrics: dict[str, Any],
 ) -> None:
-    """The train step row plus the marking of every rollout of its groups, in ``session``.
+    """The train step row plus the marking of every rollout of its groups (trained and
+    retired), in ``session``: :func:`~trainer.ready_groups.record_train_step` after locking
+    the groups' rollouts.
 
     Raises :class:`AlreadyTrainedError` (the caller's transaction rolls back) when a rollout
     of a selected group is already marked.
     """
-    groups = [uuid.UUID(g.group_id) for g in selection.selected]
-    retired = [uuid.UUID(g.group_id) for g in selection.discarded]
+    groups = [g.group_id for g in (*selection.selected, *selection.discarded)]
     locked = session.execute(
         select(Rollout.id, Rollout.train_step)
-        .where(Rollout.group_id.in_(groups + retired))
+        .where(Rollout.group_id.in_([uuid.UUID(g) for g in groups]))
         .with_for_update()
     ).all()
     taken = sum(1 for _, s in locked if s is not None)
@@ -190,12 +191,7 @@ def commit_step(
         raise AlreadyTrainedError(
             f"step {step}: {taken} rollouts of the batch already belong to another train step"
         )
-    record_train_step(session, step, version, rollout_ids, metrics)
-    session.execute(
-        update(Rollout)
-        .where(Rollout.group_id.in_(groups + retired), Rollout.train_step.is_(None))
-        .values(train_step=step)
-    )
+    record_train_step(session, step, version, rollout_ids, groups, metrics)
 
 
 def resume(sessions: sessionmaker[Session], checkpoint_version: int | None) -> tuple[int, int]:

@@ -112,9 +112,12 @@ def record_train_step(
     step: int,
     policy_version: int,
     rollout_ids: Sequence[str],
+    group_ids: Sequence[str],
     metrics: dict[str, float],
 ) -> None:
-    """Writes the train step and marks its rollouts trained, in the caller's transaction."""
+    """Writes the train step (``rollouts_used``: the ``rollout_ids`` trained on) and marks
+    every still unmarked rollout of ``group_ids`` (the groups trained on and those retired)
+    with it, in the caller's transaction."""
     session.add(
         TrainStep(
             step=step,
@@ -126,6 +129,9 @@ def record_train_step(
     session.flush()
     session.execute(
         update(Rollout)
-        .where(Rollout.id.in_([uuid.UUID(r) for r in rollout_ids]))
+        .where(
+            Rollout.group_id.in_([uuid.UUID(g) for g in group_ids]),
+            Rollout.train_step.is_(None),
+        )
         .values(train_step=step)
     )

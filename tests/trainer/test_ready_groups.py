@@ -73,7 +73,8 @@ def test_trained_group_never_loaded_again(db_session) -> None:
     add_group(db_session, 91002, [S, S])
     records, _ = load_ready_groups(db_session, current_version=5, max_staleness=0, limit=4)
     assert len(records) == 2
-    record_train_step(db_session, 910, 6, [r.rollout_id for r in records], {"loss": 1.0})
+    ids, groups = [r.rollout_id for r in records], [r.group_id for r in records]
+    record_train_step(db_session, 910, 6, ids, groups, {"loss": 1.0})
     again, selection = load_ready_groups(db_session, current_version=5, max_staleness=0, limit=4)
     assert again == [] and selection.selected == []
     steps = db_session.scalars(
@@ -95,7 +96,7 @@ def test_a_diverged_steps_metrics_are_recorded(db_session) -> None:
     add_group(db_session, 91003, [S, S])
     records, _ = load_ready_groups(db_session, current_version=5, max_staleness=0, limit=4)
     metrics = {"losses/total": float("nan"), "grad_norm": np.float32(1.5), "tokens": np.int64(9)}
-    record_train_step(db_session, 911, 6, [r.rollout_id for r in records], metrics)
+    record_train_step(db_session, 911, 6, [r.rollout_id for r in records], [], metrics)
     db_session.flush()
     stored = db_session.scalars(select(TrainStep.metrics).where(TrainStep.step == 911)).one()
     assert stored == {"losses/total": None, "grad_norm": 1.5, "tokens": 9}

@@ -23,8 +23,11 @@ cli = typer.Typer(
 
 
 def _register_command_groups() -> None:
-    """Every module of app.commands registers its commands; adding a file adds a group."""
+    """Every module of app.commands registers its commands; adding a file adds a group (a
+    module named ``_*`` is a helper of several commands, not a group)."""
     for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if module_info.name.startswith("_"):
+            continue
         module = importlib.import_module(f"app.commands.{module_info.name}")
         module.register(cli)
 

@@ -1,10 +1,11 @@
 """The run configuration: every training default lives here, each documented once.
 
 :class:`RunConfig` is one training run: the algorithm (:class:`TrainerConfig`), sampling,
-the schedule, the model and one section per backend. ``wsrl train`` and ``wsrl dev`` take
-their options' defaults and help from these fields (:func:`help_of`), and the verl configs'
-shared keys are filled from and validated into the same classes
-(``trainer/backends/verl/config.py``); :data:`DEV_RUN` is what ``wsrl dev`` changes.
+the schedule, the model and one section per backend. Each field is an option of ``wsrl
+train`` and ``wsrl dev``, with its default and its help (``app/commands/_run_options.py``
+generates them), and the verl configs' shared keys are filled from and validated into the
+same classes (``trainer/backends/verl/config.py``); :data:`DEV_RUN` is what ``wsrl dev``
+changes.
 
 Algorithm names are verl's (``verl.trainer.ppo.core_algos``): ``adv_estimator`` picks an
 advantage estimator from its registry, ``loss_mode`` a policy loss, ``loss_agg_mode`` how
@@ -14,9 +15,8 @@ token losses become one number. :meth:`TrainerConfig.preset` gives the usual com
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from trainer.backends import choices, get_backend
@@ -34,9 +34,16 @@ KL_PENALTIES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k3+", "low_
 GROUP_ESTIMATORS = ("grpo", "rloo", "grpo_vectorized", "rloo_vectorized", "opo", "grpo_passk")
 
 
-def knob(default: Any, help: str) -> Any:
-    """A field with its default and its help text (what ``--help`` shows for its flag)."""
-    return field(default=default, metadata={"help": help})
+def knob(default: Any, help: str, flag: str | None = None, repeat: bool = False) -> Any:
+    """A field with its default and its help text: an option of ``wsrl train`` and ``wsrl
+    dev`` (``app/commands/run_options.py``), named ``--<field-name>`` unless ``flag`` names
+    it otherwise; ``repeat``: a tuple given by repeating its option."""
+    return field(default=default, metadata={"help": help, "flag": flag, "repeat": repeat})
+
+
+def section(cls: type, flag_prefix: str = "") -> Any:
+    """A section of :class:`RunConfig`: its fields' options are ``--<flag_prefix><name>``."""
+    return field(default_factory=cls, metadata={"flag_prefix": flag_prefix})
 
 
 def help_of(cls: type, name: str) -> str:
@@ -95,8 +102,9 @@ class TrainerConfig:
         "response (the default agent rebuilds its prompt every step, so there every "
         "turn is its own sample and ``samples/prefix_mismatches`` counts the turns).",
     )
-    max_sample_tokens: int = 2048
-    """Samples longer than this (prompt + responses) are dropped and counted."""
+    max_sample_tokens: int = knob(
+        2048, "Samples longer than this (prompt + responses) are dropped and counted."
+    )
     sample_weighting: str = knob(
         "rollout",
         "``rollout``: each rollout counts the same in the loss, whatever its number of "
@@ -106,10 +114,10 @@ class TrainerConfig:
     )
 
     # --- algorithm (names from verl's registries) -------------------------------------------
-    adv_estimator: str = "grpo"
-    """Advantage estimator registered in verl (grpo, rloo, ...)."""
-    norm_adv_by_std: bool = True
-    """GRPO only: divide by the group's reward std (False = Dr.GRPO)."""
+    adv_estimator: str = knob("grpo", "Advantage estimator registered in verl (grpo, rloo, ...).")
+    norm_adv_by_std: bool = knob(
+        True, "GRPO only: divide by the group's reward std (off: Dr.GRPO)."
+    )
     step_discount: float = knob(
         0.95,
         "An episode's return is its reward times ``step_discount`` per policy step "
@@ -119,39 +127,43 @@ class TrainerConfig:
         "chance where greedy play repeats it to the step limit; the discount makes its "
         "cost visible to the update. 1: the env's reward as is (decision 0019).",
     )
-    loss_mode: str = "vanilla"
-    """Policy loss registered in verl (vanilla = PPO clip, gspo, cispo, ...)."""
-    loss_agg_mode: str = "token-mean"
-    """How token losses are aggregated: one of verl's loss_agg_modes."""
-    clip_ratio_low: float = 0.2
-    """Lower clip range of the importance ratio (1 - low)."""
-    clip_ratio_high: float = 0.2
-    """Upper clip range of the importance ratio (1 + high); > low gives DAPO's clip-higher."""
-    clip_ratio_c: float = 3.0
-    """Dual-clip bound for negative advantages (vanilla loss); must be > 1."""
-    kl_coef: float = 0.0
-    """Weight of a KL penalty to a frozen reference model; 0 loads no reference."""
-    kl_penalty: str = "low_var_kl"
-    """KL estimator passed to verl's kl_penalty (kl, mse, low_var_kl, ...)."""
-    entropy_coef: float = 0.0
-    """Entropy bonus weight (0 = entropy is only reported)."""
-    recompute_old_logprobs: bool = True
-    """True: old logprobs from a forward pass before the update; False: the logprobs the
-    inference server returned with the rollout."""
+    loss_mode: str = knob(
+        "vanilla", "Policy loss registered in verl (vanilla = PPO clip, gspo, cispo, ...)."
+    )
+    loss_agg_mode: str = knob(
+        "token-mean", f"How token losses are aggregated: {', '.join(LOSS_AGG_MODES)}."
+    )
+    clip_ratio_low: float = knob(0.2, "Lower clip range of the importance ratio (1 - low).")
+    clip_ratio_high: float = knob(
+        0.2, "Upper clip range of the importance ratio (1 + high); > low gives DAPO's clip-higher."
+    )
+    clip_ratio_c: float = knob(
+        3.0, "Dual-clip bound for negative advantages (vanilla loss); must be > 1."
+    )
+    kl_coef: float = knob(
+        0.0, "Weight of a KL penalty to a frozen reference model; 0 loads no reference."
+    )
+    kl_penalty: str = knob(
+        "low_var_kl", "KL estimator passed to verl's kl_penalty (kl, mse, low_var_kl, ...)."
+    )
+    entropy_coef: float = knob(0.0, "Entropy bonus weight (0: entropy is only reported).")
+    recompute_old_logprobs: bool = knob(
+        True,
+        "Old logprobs from a forward pass before the update (off: the logprobs the "
+        "inference server returned with the rollout).",
+    )
 
     # --- optimisation ----------------------------------------------------------------------
     lr: float = knob(
         1e-4,
         "AdamW learning rate.",
     )
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    grad_clip: float = 1.0
-    """Max global gradient norm; <= 0 disables clipping."""
-    micro_batch_size: int = 4
-    """Samples per forward/backward; gradients accumulate over a whole batch."""
-    update_epochs: int = 1
-    """Passes over one batch per policy update."""
+    weight_decay: float = knob(0.0, "AdamW weight decay.")
+    grad_clip: float = knob(1.0, "Max global gradient norm; <= 0 disables clipping.")
+    micro_batch_size: int = knob(
+        4, "Samples per forward/backward; gradients accumulate over a whole batch."
+    )
+    update_epochs: int = knob(1, "Passes over one batch per policy update.")
     seed: int = knob(
         0,
         "Seed of torch and of the batch shuffling.",
@@ -301,7 +313,7 @@ class LocalSection:
         "(default: the listening address; set it when that is 0.0.0.0 or workers run "
         "elsewhere, e.g. the Compose service name).",
     )
-    poll_s: float = knob(1.0, "Seconds between looks at Postgres for complete groups.")
+    poll_s: float = knob(1.0, "Seconds between looks at Postgres for complete groups.", "poll")
     checkpoint_dir: Path | None = knob(None, "Default: <data_dir>/trainer/checkpoints.")
     enqueue: bool = knob(True, "Enqueue rollouts (off: train on what others enqueue).")
 
@@ -311,7 +323,9 @@ class VerlSection:
     """The verl backend (GPUs): a named Hydra config and overrides of its keys."""
 
     config: str = knob("fast", "verl config name (smoke, fast, qwen, qwen3b, smollm2).")
-    overrides: tuple[str, ...] = knob((), "KEY=VALUE overrides of the verl config.")
+    overrides: tuple[str, ...] = knob(
+        (), "KEY=VALUE overrides of the verl config (repeat it).", "override", repeat=True
+    )
     preflight: bool = knob(True, "Run the checks of `wsrl doctor` first, stop on a failure.")
 
 
@@ -380,12 +394,39 @@ class RunConfig:
     )
     steps: int | None = knob(None, "Steps to train in this run (default: forever).")
     preset: str = knob("grpo", "grpo, dr_grpo, rloo or gspo.")
-    algorithm: TrainerConfig = field(default_factory=TrainerConfig)
-    sampling: Sampling = field(default_factory=Sampling)
-    schedule: Schedule = field(default_factory=Schedule)
-    lora: Lora = field(default_factory=Lora)
-    local: LocalSection = field(default_factory=LocalSection)
-    verl: VerlSection = field(default_factory=VerlSection)
+    algorithm: TrainerConfig = section(TrainerConfig)
+    sampling: Sampling = section(Sampling)
+    schedule: Schedule = section(Schedule)
+    lora: Lora = section(Lora, flag_prefix="lora-")
+    local: LocalSection = section(LocalSection)
+    verl: VerlSection = section(VerlSection)
+
+    @classmethod
+    def build(cls, values: dict[str, Any]) -> RunConfig:
+        """A validated run configuration from ``values`` by path (``algorithm.lr``,
+        ``model``): the rest are defaults, the algorithm's after ``preset``'s."""
+        top: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        for path, value in values.items():
+            name, _, field_name = path.partition(".")
+            if field_name:
+                nested.setdefault(name, {})[field_name] = value
+            else:
+                top[name] = value
+        preset = top.get("preset", cls.preset)
+        if preset not in PRESETS:
+            raise ValueError(f"preset={preset!r}: use one of {sorted(PRESETS)}.")
+        for f in fields(cls):
+            if "flag_prefix" not in f.metadata:
+                continue
+            given = nested.pop(f.name, {})
+            if f.default_factory is TrainerConfig:
+                top[f.name] = TrainerConfig.preset(preset, **given)
+            else:
+                top[f.name] = f.default_factory(**given)  # type: ignore[misc]
+        if nested:
+            raise ValueError(f"no section {', '.join(sorted(nested))} in the run configuration")
+        return cls(**top)
 
     def __post_init__(self) -> None:
         get_backend(self.backend)
@@ -401,23 +442,3 @@ DEV_RUN: dict[str, dict[str, Any]] = {
 """What ``wsrl dev`` changes in :class:`RunConfig`'s defaults: half the train groups learn
 option choice on an item page, half play the whole task, and 200 held-out goals every 20
 versions (docs/benchmarks.md's acceptance runs used exactly these)."""
-
-
-def defaults(cls: type) -> SimpleNamespace:
-    """The field defaults of the dataclass ``cls`` (sections nested), read without building
-    one: the CLI reads them at import, where validation (verl's registries) would cost
-    seconds of ``wsrl --help``."""
-    values = {}
-    for f in fields(cls):
-        if f.default_factory is not MISSING and is_dataclass(f.default_factory):
-            values[f.name] = defaults(f.default_factory)
-        else:
-            values[f.name] = f.default
-    return SimpleNamespace(**values)
-
-
-def dev_default(section: str, name: str) -> Any:
-    """The default of ``wsrl dev`` for ``section.name``."""
-    if name in DEV_RUN.get(section, {}):
-        return DEV_RUN[section][name]
-    return getattr(getattr(defaults(RunConfig), section), name)

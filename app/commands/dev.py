@@ -13,30 +13,52 @@ running it again resumes training from the last checkpoint. What it prints goes 
 
 from __future__ import annotations
 
+import inspect
+import os
 import signal
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
 
 from app.commands import fail
+from app.commands._run_options import (
+    RunOptionError,
+    as_flags,
+    collect,
+    run_options,
+    signature,
+    typed_values,
+)
 from app.commands.logs import new_run
-from trainer.backends import StartError
-from trainer.config import RunConfig, Schedule, TrainerConfig, defaults, dev_default, help_of
+from app.commands.train import CONFIG_FILE, build_run
+from trainer.backends import BACKENDS, StartError
+from trainer.config import DEV_RUN, TINY
 
-R = defaults(RunConfig)
-A = TrainerConfig
-
-
-def _opt(cls: type, name: str) -> typer.models.OptionInfo:
-    """A typer option whose help is the run configuration's (trainer/config.py)."""
-    return typer.Option(help=help_of(cls, name))
-
+DEV_OPTIONS = tuple(
+    o
+    for o in run_options()
+    if BACKENDS["local"].honours(o.path) and o.path not in ("backend", "local.enqueue")
+)
+"""The options of ``wsrl dev``: the local backend's (its trainer), less ``--backend`` and
+``--enqueue`` (its trainer enqueues what its worker plays)."""
+DEV_DEFAULTS = {
+    f"{section}.{name}": value
+    for section, changes in DEV_RUN.items()
+    for name, value in changes.items()
+}
+"""Where ``wsrl dev``'s defaults differ from the run configuration's (:data:`DEV_RUN`)."""
+THREADS = inspect.Parameter(
+    "threads",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=16,
+    annotation=Annotated[int, typer.Option(min=1, help="Threads of the Celery worker.")],
+)
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -106,59 +128,22 @@ def _log_says(text: str):
     return ready
 
 
-def dev(
-    model: Annotated[
-        Path | None,
-        typer.Option(
-            help="Policy checkpoint, or a model `wsrl model get` converted (smollm2-135m); "
-            "default: the bootstrapped tiny one."
-        ),
-    ] = None,
-    threads: Annotated[int, typer.Option(min=1, help="Threads of the Celery worker.")] = 16,
-    group_size: Annotated[int, _opt(A, "group_size")] = dev_default("algorithm", "group_size"),
-    batch_groups: Annotated[int, _opt(A, "batch_groups")] = dev_default(
-        "algorithm", "batch_groups"
-    ),
-    lr: Annotated[float, _opt(A, "lr")] = dev_default("algorithm", "lr"),
-    max_staleness: Annotated[int, _opt(A, "max_staleness")] = dev_default(
-        "algorithm", "max_staleness"
-    ),
-    steps: Annotated[int | None, _opt(RunConfig, "steps")] = None,
-    split: Annotated[str, _opt(Schedule, "split")] = dev_default("schedule", "split"),
-    train_starts: Annotated[
-        str,
-        typer.Option(
-            help=help_of(Schedule, "train_starts") + " wsrl dev: half the groups learn option "
-            "choice on an item page, half play the whole task."
-        ),
-    ] = ",".join(dev_default("schedule", "train_starts")),
-    eval_every: Annotated[int, _opt(Schedule, "eval_every")] = dev_default(
-        "schedule", "eval_every"
-    ),
-    eval_goals: Annotated[int, _opt(Schedule, "eval_goals")] = dev_default(
-        "schedule", "eval_goals"
-    ),
-) -> None:
+def dev(ctx: typer.Context, **values: Any) -> None:
     """Run services, env server, API, worker, Flower, reconciler and trainer; Ctrl-C stops all."""
     from app.api.dashboard import dashboard_url
-    from app.commands.train import build_run
     from app.config import get_settings
     from app.supervisor import ChildFailed, Supervisor
 
-    run = build_run(
-        {
-            "group_size": group_size,
-            "batch_groups": batch_groups,
-            "lr": lr,
-            "max_staleness": max_staleness,
-            "steps": steps,
-            "split": split,
-            "train_starts": train_starts,
-            "eval_every": eval_every,
-            "eval_goals": eval_goals,
-        }
-    )  # validated as `wsrl train` validates it, before anything starts
-    starts = ",".join(run.schedule.train_starts)
+    threads = values["threads"]
+    try:
+        user = collect(
+            typed_values(ctx, values), values["config_file"], os.environ, DEV_DEFAULTS, "wsrl dev"
+        )
+    except RunOptionError as exc:
+        raise fail(exc) from exc
+    run = build_run(user)  # validated as `wsrl train` validates it, before anything starts
+    trainer_options = as_flags({p: v for p, v in user.values.items() if p != "model"})
+    model: Path | None = None if run.model == TINY else Path(run.model)
     started = time.monotonic()
     settings = get_settings()
     if model is not None:
@@ -193,12 +178,6 @@ def dev(
         # Before the trainer starts: a step it commits while the others start is printed too.
         engine = make_engine(settings, pool_size=1)
         progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
-        trainer_options = ["--group-size", str(group_size), "--batch-groups", str(batch_groups)]
-        trainer_options += ["--lr", str(lr)]
-        trainer_options += ["--max-staleness", str(max_staleness), "--split", split]
-        trainer_options += ["--train-starts", starts]
-        trainer_options += ["--eval-every", str(eval_every), "--eval-goals", str(eval_goals)]
-        trainer_options += ["--steps", str(steps)] if steps is not None else []
         _start_children(supervisor, settings, model, trainer_options, threads)
         out.print(
             f"[bold]webshop-rl dev[/bold] up in {time.monotonic() - started:.0f}s: "
@@ -229,6 +208,9 @@ def dev(
             out.print(line)
         out.close()
     raise typer.Exit(code)
+
+
+dev.__signature__ = signature(DEV_DEFAULTS, DEV_OPTIONS, THREADS, CONFIG_FILE)  # type: ignore[attr-defined]
 
 
 def _interrupt_once(signums: tuple[int, ...]):

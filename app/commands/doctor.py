@@ -53,7 +53,7 @@ def doctor(
     chosen = backend_named(backend)
     run = RunConfig(backend=chosen.name, verl=VerlSection(config=config))
     try:
-        checks = chosen.load().checks(get_settings(), run, set())
+        checks = chosen.load().checks(get_settings(), run, {})
     except StartError as exc:  # an unknown or invalid verl config
         console.print(f"[red]Error:[/red] {exc}")
         raise typer.Exit(1) from exc

@@ -35,7 +35,7 @@ import typer
 from rich.console import Console
 
 from app.commands import fail
-from trainer.config import Schedule, defaults
+from trainer.config import Schedule
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,7 +65,7 @@ def eval_command(
             help="Sampling temperature of the episodes; 0 (greedy) as the trainer's held-out "
             "rounds.",
         ),
-    ] = defaults(Schedule).eval_temperature,
+    ] = Schedule.eval_temperature,
 ) -> None:
     """Run eval rollouts on the first LIMIT goals of SPLIT and print the score."""
     # Imported here, not at the top: ``wsrl --help`` loads every command module.

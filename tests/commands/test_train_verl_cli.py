@@ -58,19 +58,24 @@ def test_the_verl_run_receives_lr_group_size_and_discount() -> None:
     """`wsrl train --backend verl --lr 1e-6 --group-size 8 --step-discount 1.0` used to
     return into the verl run before reading them."""
     pytest.importorskip("verl")
-    from app.commands.train import FLAGS, build_run
+    from app.commands._run_options import collect
     from trainer.backends.verl.config import load_config
     from trainer.backends.verl.entry import verl_overrides
 
-    given = {"lr": 1e-6, "group_size": 8, "step_discount": 1.0, "eval_every": 3, "max_tokens": 64}
-    run = build_run({**given, "backend": "verl", "config": "fast"})
-    config = load_config("fast", verl_overrides(run, {FLAGS[name] for name in given}))
+    given = {
+        "algorithm.lr": 1e-6,
+        "algorithm.group_size": 8,
+        "algorithm.step_discount": 1.0,
+        "schedule.eval_every": 3,
+        "sampling.max_tokens": 64,
+    }
+    user = collect({**given, "backend": "verl", "verl.config": "fast"})
+    config = load_config("fast", verl_overrides(user.build(), user.sources))
     assert config.actor_rollout_ref.actor.optim.lr == 1e-6
     assert config.actor_rollout_ref.rollout.n == 8
     assert config.webshop.step_discount == 1.0
     assert config.webshop.eval_every == 3
     assert config.webshop.max_tokens == 64  # refused before: the workers' 256 applied
-    assert "lr" in FLAGS
 
 
 def test_print_config_shows_the_flags_in_the_resolved_verl_config() -> None:
@@ -181,19 +186,19 @@ def test_model_by_name_trains_the_folder_wsrl_model_get_converted(
     smollm2: Path, fresh_settings
 ) -> None:
     pytest.importorskip("verl")
-    from app.commands.train import FLAGS, build_run
+    from app.commands._run_options import collect
     from trainer.backends.verl.config import load_config
     from trainer.backends.verl.entry import verl_overrides
 
     fresh_settings.setenv("WSRL_DATA_DIR", str(smollm2.parents[1]))
-    run = build_run({"backend": "verl", "config": "fast", "model": "smollm2-135m"})
-    overrides = verl_overrides(run, {FLAGS["model"]})
+    user = collect({"backend": "verl", "verl.config": "fast", "model": "smollm2-135m"})
+    overrides = verl_overrides(user.build(), user.sources)
     assert f"actor_rollout_ref.model.path={smollm2}" in overrides
     assert load_config("fast", overrides).actor_rollout_ref.model.path == str(smollm2)
     # a Hugging Face id or a folder passes as typed; `tiny` is the bootstrapped policy
-    run = build_run({"backend": "verl", "model": "Qwen/Qwen2.5-0.5B-Instruct"})
+    user = collect({"backend": "verl", "model": "Qwen/Qwen2.5-0.5B-Instruct"})
     assert "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct" in verl_overrides(
-        run, {FLAGS["model"]}
+        user.build(), user.sources
     )
 
 

@@ -16,7 +16,12 @@ COMMANDS = typer.main.get_command(cli).commands  # type: ignore[attr-defined]
 
 
 def option_defaults(command: str) -> dict[str, object]:
-    return {p.name: p.default for p in COMMANDS[command].params}
+    """Each option's default, by its field's name (``lr``) or path (``schedule.split``)."""
+    out: dict[str, object] = {}
+    for p in COMMANDS[command].params:
+        path = p.name.replace("__", ".")
+        out[path] = out[path.rpartition(".")[2]] = p.default
+    return out
 
 
 def test_the_trainer_config_defaults_are_the_run_configurations() -> None:
@@ -42,8 +47,8 @@ def test_wsrl_train_options_default_to_the_run_configuration() -> None:
     assert defaults["train_starts"] == ",".join(run.schedule.train_starts)
     assert defaults["eval_every"] == run.schedule.eval_every
     assert defaults["eval_goals"] == run.schedule.eval_goals
-    assert defaults["poll"] == run.local.poll_s
-    assert defaults["config"] == run.verl.config
+    assert defaults["local.poll_s"] == run.local.poll_s
+    assert defaults["verl.config"] == run.verl.config
 
 
 def test_wsrl_dev_defaults_are_the_run_configuration_with_its_named_changes() -> None:
@@ -63,8 +68,9 @@ def test_the_help_of_a_flag_is_the_fields() -> None:
     from trainer.config import help_of
 
     helps = {p.name: p.help for p in COMMANDS["train"].params}
-    assert helps["step_discount"] == help_of(TrainerConfig, "step_discount")
-    assert {p.name: p.help for p in COMMANDS["dev"].params}["lr"] == help_of(TrainerConfig, "lr")
+    assert helps["algorithm__step_discount"] == help_of(TrainerConfig, "step_discount")
+    dev_helps = {p.name: p.help for p in COMMANDS["dev"].params}
+    assert dev_helps["algorithm__lr"] == help_of(TrainerConfig, "lr")
 
 
 def test_the_cli_reads_the_defaults_without_importing_verl_or_torch() -> None:

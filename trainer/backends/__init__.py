@@ -6,8 +6,9 @@ A backend is a folder here and one entry in :data:`BACKENDS`:
 * ``local/`` - the policy trained in this process (transformers, CPU or one GPU);
 * ``verl/`` - verl 0.9.1 on GPUs (Ray, FSDP, vLLM).
 
-An entry names the ``wsrl train`` options the backend honours (any other one typed is
-refused, naming it), and its entry module, imported only when that backend is chosen (so
+An entry names the run-configuration sections the backend honours, and a table of its own
+keys for the fields it honours elsewhere (any other field the user sets is refused, naming
+it), and its entry module, imported only when that backend is chosen (so
 neither ``wsrl --help`` nor the local backend loads verl's stack). The module provides
 what :class:`Entry` lists. This module imports nothing heavy, and nothing of ours.
 """
@@ -15,7 +16,7 @@ what :class:`Entry` lists. This module imports nothing heavy, and nothing of our
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -40,31 +41,36 @@ class UnknownBackendError(ValueError):
 @dataclass(frozen=True)
 class ConfigValue:
     """One line of ``wsrl train --print-config``: ``key`` (a run-configuration path, or
-    the backend's own key holding ``path``) and where its value came from: typed with the
-    option of the run-configuration path ``typed``, else ``source`` (e.g. ``default``)."""
+    the backend's own key holding ``path``) and where its value came from (``default``,
+    ``flag --lr``, ``env WSRL_TRAIN_LR``, ``file run.toml``, ``preset dr_grpo``, or the
+    backend's own config)."""
 
     key: str
     value: Any
     path: str
-    typed: str | None = None
     source: str = "default"
 
 
 class Entry(Protocol):
-    """What a backend's entry module provides. ``given``: the run-configuration paths of
-    the options the user typed (all of them honoured)."""
+    """What a backend's entry module provides. ``given``: each run-configuration path the
+    user set (by a flag, the environment, a file or a preset, all of them honoured) -> where
+    it was set."""
 
     def train(
-        self, settings: Any, run: RunConfig, given: set[str], echo: Callable[[str], None]
+        self,
+        settings: Any,
+        run: RunConfig,
+        given: Mapping[str, str],
+        echo: Callable[[str], None],
     ) -> None:
         """Train (until ``run.steps`` or a signal); :class:`StartError` when it cannot start."""
         ...
 
-    def resolved_config(self, run: RunConfig, given: set[str]) -> list[ConfigValue]:
+    def resolved_config(self, run: RunConfig, given: Mapping[str, str]) -> list[ConfigValue]:
         """The configuration the run would train with."""
         ...
 
-    def checks(self, settings: Any, run: RunConfig, given: set[str]) -> list[Check]:
+    def checks(self, settings: Any, run: RunConfig, given: Mapping[str, str]) -> list[Check]:
         """The preflight of a run (``wsrl doctor``)."""
         ...
 
@@ -75,25 +81,26 @@ class Backend:
 
     name: str
     help: str
-    honours: frozenset[str]
-    """The run-configuration paths (``algorithm.lr``, ...) whose ``wsrl train`` options the
-    backend honours."""
+    sections: tuple[str, ...]
+    """The run-configuration sections whose every field the backend honours (``""``: the
+    top level: ``backend``, ``model``, ...)."""
     unhonoured_hint: str
     """What to do instead of an option it cannot honour."""
     entry: str
     """Its entry module (an :class:`Entry`), imported by :meth:`load`."""
+    keys: str | None = None
+    """A module whose ``HONOURED`` paths the backend honours besides its sections: the
+    table of the fields it maps to keys of its own (verl's config)."""
 
     def load(self) -> Entry:
         return cast(Entry, importlib.import_module(self.entry))
 
+    def honours(self, path: str) -> bool:
+        """Whether the backend trains with the run-configuration field ``path``."""
+        if path.rpartition(".")[0] in self.sections:
+            return True
+        return self.keys is not None and path in importlib.import_module(self.keys).HONOURED
 
-def _paths(section: str, *names: str) -> frozenset[str]:
-    return frozenset(f"{section}.{name}" for name in names)
-
-
-_EVERY_BACKEND = frozenset({"backend", "model", "steps", "preset"}) | _paths(
-    "lora", "rank", "alpha", "target_modules"
-)
 
 BACKENDS: dict[str, Backend] = {
     backend.name: backend
@@ -101,42 +108,15 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             name="local",
             help="this process, CPU or one GPU",
-            honours=_EVERY_BACKEND
-            | _paths(
-                "algorithm",
-                *("group_size", "batch_groups", "max_staleness", "lr", "sample_mode"),
-                *("sample_weighting", "step_discount", "seed", "device"),
-            )
-            | _paths("sampling", "temperature", "max_tokens")
-            | _paths(
-                "schedule", "split", "train_starts", "eval_every", "eval_goals", "eval_temperature"
-            )
-            | _paths(
-                "local",
-                *("enqueue", "policy_port", "policy_host", "advertise_host", "poll_s"),
-                "checkpoint_dir",
-            ),
+            sections=("", "algorithm", "sampling", "schedule", "lora", "local"),
             unhonoured_hint="it is for --backend verl",
             entry="trainer.backends.local.entry",
         ),
         Backend(
             name="verl",
             help="GPUs: verl with Ray, FSDP and vLLM",
-            # each maps to a key of its config (trainer/backends/verl/config.py)
-            honours=_EVERY_BACKEND
-            | _paths("verl", "config", "overrides", "preflight")
-            | _paths(
-                "algorithm",
-                *("group_size", "batch_groups", "max_staleness", "lr", "sample_mode"),
-                *("step_discount", "seed"),
-            )
-            | _paths("sampling", "temperature", "max_tokens")
-            | _paths(
-                "schedule", "split", "train_starts", "eval_every", "eval_goals", "eval_temperature"
-            )
-            | _paths(
-                "local", "policy_port", "policy_host", "advertise_host", "poll_s", "checkpoint_dir"
-            ),
+            sections=("", "verl"),
+            keys="trainer.backends.verl.keys",
             unhonoured_hint="set the verl key with --override KEY=VALUE, or use --backend local",
             entry="trainer.backends.verl.entry",
         ),

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ def ensure_tiny_policy(data_dir: Path) -> Path:
     return target
 
 
-def resolved_config(run: RunConfig, given: set[str]) -> list[ConfigValue]:
+def resolved_config(run: RunConfig, given: Mapping[str, str]) -> list[ConfigValue]:
     values = []
     for section in SECTIONS:
         obj = getattr(run, section) if section else run
@@ -55,16 +55,17 @@ def resolved_config(run: RunConfig, given: set[str]) -> list[ConfigValue]:
             if is_dataclass(getattr(obj, f.name)):
                 continue
             path = f"{section}.{f.name}" if section else f.name
-            typed = path if path in given else None
-            values.append(ConfigValue(path, getattr(obj, f.name), path, typed))
+            values.append(ConfigValue(path, getattr(obj, f.name), path, given.get(path, "default")))
     return values
 
 
-def checks(settings: Settings, run: RunConfig, given: set[str]) -> list[Check]:
+def checks(settings: Settings, run: RunConfig, given: Mapping[str, str]) -> list[Check]:
     return service_checks(settings, run.schedule.split)
 
 
-def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[str], None]) -> None:
+def train(
+    settings: Settings, run: RunConfig, given: Mapping[str, str], echo: Callable[[str], None]
+) -> None:
     try:
         settings.resolved_database_url()
         settings.resolved_redis_url()

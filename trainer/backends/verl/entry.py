@@ -14,7 +14,7 @@ the shared loop inside the actor, since connections do not cross process boundar
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +31,7 @@ from trainer.backends.verl.config import (
     run_overrides,
 )
 from trainer.backends.verl.doctor import verl_checks
-from trainer.config import PRESETS, TINY, RunConfig, tiny_policy_path
+from trainer.config import TINY, RunConfig, tiny_policy_path
 from trainer.models import ModelError, resolve_model
 
 logger = logging.getLogger(__name__)
@@ -96,22 +96,12 @@ def _runner_class() -> Any:
     return WebShopTaskRunner
 
 
-def _typed(run: RunConfig, given: set[str]) -> dict[str, str]:
-    """Each run-configuration path the user set -> the path of the option that set it
-    (``preset`` sets several algorithm fields)."""
-    typed = {path: path for path in given}
-    if "preset" in given:
-        typed |= {f"algorithm.{key}": "preset" for key in PRESETS[run.preset]}
-    return typed
-
-
-def verl_overrides(run: RunConfig, given: set[str]) -> list[str]:
-    """The Hydra overrides of the verl config that the typed options make, then the user's
-    own ``--override`` (which win)."""
-    paths = set(_typed(run, given))
-    if "model" in paths:
+def verl_overrides(run: RunConfig, given: Mapping[str, str]) -> list[str]:
+    """The Hydra overrides of the verl config that the fields the user set make (a preset's
+    included), then the user's own ``--override`` (which win)."""
+    if "model" in given:
         run = replace(run, model=model_path(run.model))
-    return [*run_overrides(run, paths), *run.verl.overrides]
+    return [*run_overrides(run, set(given)), *run.verl.overrides]
 
 
 def model_path(model: str) -> str:
@@ -136,26 +126,24 @@ def _load(run: RunConfig, overrides: Sequence[str]) -> DictConfig:
         raise StartError(str(exc)) from exc
 
 
-def resolved_config(run: RunConfig, given: set[str]) -> list[ConfigValue]:
+def resolved_config(run: RunConfig, given: Mapping[str, str]) -> list[ConfigValue]:
     config = _load(run, verl_overrides(run, given))
-    typed = _typed(run, given)
     user = {o.split("=", 1)[0] for o in run.verl.overrides}
     values = []
     for path, key in VERL_KEYS.items():
         value = OmegaConf.select(config, key)
-        if key in user:
-            values.append(ConfigValue(key, value, path, source="--override"))
-        else:
-            source = f"config {run.verl.config}"
-            values.append(ConfigValue(key, value, path, typed.get(path), source))
+        source = "--override" if key in user else given.get(path, f"config {run.verl.config}")
+        values.append(ConfigValue(key, value, path, source))
     return values
 
 
-def checks(settings: Settings, run: RunConfig, given: set[str]) -> list[Check]:
+def checks(settings: Settings, run: RunConfig, given: Mapping[str, str]) -> list[Check]:
     return verl_checks(settings, _load(run, verl_overrides(run, given)), run.verl.config)
 
 
-def train(settings: Settings, run: RunConfig, given: set[str], echo: Callable[[str], None]) -> None:
+def train(
+    settings: Settings, run: RunConfig, given: Mapping[str, str], echo: Callable[[str], None]
+) -> None:
     """`wsrl doctor`'s checks first (unless ``verl.preflight`` is off), before minutes of
     Ray, FSDP and vLLM start-up. Goals may be missing: the trainer loads them on its
     first request."""

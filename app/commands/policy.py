@@ -79,8 +79,9 @@ def bootstrap_command(
     """
     from app.config import get_settings
     from app.work_progress import WorkProgress
-    from trainer.bootstrap.build import BootstrapConfig, bootstrap, policy_protocol
+    from trainer.bootstrap.build import BootstrapConfig, bootstrap
     from trainer.bootstrap.tiny_policy import TinySize
+    from trainer.checkpoint_protocol import policy_protocol
     from trainer.config import tiny_policy_path
 
     if result_choice not in ("random", "first"):
@@ -169,7 +170,7 @@ def eval_command(
     choice of the product."""
     from app.config import get_settings
     from app.work_progress import WorkProgress
-    from trainer.bootstrap.build import policy_protocol
+    from trainer.checkpoint_protocol import policy_protocol
     from trainer.models import ModelError, resolve_model
 
     settings = get_settings()

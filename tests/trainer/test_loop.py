@@ -385,7 +385,8 @@ def test_the_trainer_publishes_the_agent_protocol_with_every_version(
     import shutil
 
     from app.core.agent import AgentMode, AgentProtocol, ResultRefs
-    from trainer.bootstrap.build import MANIFEST, policy_protocol
+    from trainer.checkpoint_protocol import BOOTSTRAP_MANIFEST as MANIFEST
+    from trainer.checkpoint_protocol import policy_protocol
 
     model = tmp_path / "bootstrapped"
     shutil.copytree(tiny_checkpoint, model)
@@ -421,7 +422,7 @@ def test_settings_that_contradict_the_bootstrap_stop_the_trainer_before_it_serve
     import shutil
 
     from app.core.agent import AgentProtocolMismatch
-    from trainer.bootstrap.build import MANIFEST
+    from trainer.checkpoint_protocol import BOOTSTRAP_MANIFEST as MANIFEST
 
     model = tmp_path / "bootstrapped"
     shutil.copytree(tiny_checkpoint, model)

@@ -1,8 +1,8 @@
 """The tiny policy (``wsrl policy bootstrap``, ``wsrl policy eval``), played in this process.
 
 * :mod:`.build` - :func:`~.build.bootstrap` and :class:`~.build.BootstrapConfig`: build the
-  tiny policy and warm-start it on demonstrations; :func:`~.build.policy_protocol`, the
-  agent protocol a bootstrapped policy is played with (the local backend publishes it);
+  tiny policy and warm-start it on demonstrations (how a bootstrapped policy is played is
+  read by :func:`trainer.checkpoint_protocol.policy_protocol`, as any checkpoint's);
 * :mod:`.tiny_policy` - the few-million-parameter model and its tokenizer, built from nothing;
 * :mod:`.demonstrations` - fair demonstrations, rendered as the agent's prompts;
 * :mod:`.copy_pretraining` - teaching the model to copy, before it imitates;

@@ -23,7 +23,6 @@ import tokenizers
 import torch
 import transformers
 
-from app.core.agent import AgentProtocol, agent_protocol
 from app.webshop.env import WebShopEnv
 from trainer.bootstrap import demonstrations
 from trainer.bootstrap.copy_pretraining import CopyTask, copy_pretrain
@@ -42,6 +41,10 @@ from trainer.bootstrap.tiny_policy import (
     count_parameters,
     train_tokenizer,
 )
+from trainer.checkpoint_protocol import TINY_HISTORY_STEPS, TINY_RESULT_REFS
+
+# Re-exported for trainer/backends/local/entry.py until it imports trainer.checkpoint_protocol.
+from trainer.checkpoint_protocol import policy_protocol as policy_protocol
 from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate
 
@@ -76,7 +79,7 @@ class BootstrapConfig:
     """Peak AdamW learning rate (linear warm-up over 20 steps, then cosine decay)."""
     max_steps: int = 15
     """Step limit of a demonstration episode."""
-    history_steps: int = 1
+    history_steps: int = TINY_HISTORY_STEPS
     """Previous steps shown in the demonstrations' prompts; run the policy with the same
     (``agent_history_steps``). One is enough to know which option was clicked last, and
     keeps prompts short."""
@@ -108,7 +111,7 @@ class BootstrapConfig:
     product title; every product id is a token of its own)."""
     size: TinySize = field(default_factory=TinySize)
     """Shape of the model."""
-    result_refs: str = "numbers"
+    result_refs: str = TINY_RESULT_REFS
     """How the prompts name a results page's products (:class:`app.core.agent.ResultRefs`);
     recorded in the manifest, and the policy is played so. By number, the first result is
     the same reply on every page, where a product id must be copied from its place in the
@@ -224,33 +227,6 @@ def supervised(
         logger.info("epoch loss %.4f (%d steps)", sum(losses) / max(len(losses), 1), step)
     model.eval()
     return sum(losses) / max(len(losses), 1)
-
-
-def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
-    """The agent protocol the policy at ``model_path`` is played with.
-
-    A bootstrapped policy (a :data:`MANIFEST` next to its weights; ``model_path`` None: the
-    tiny policy ``wsrl policy bootstrap`` builds with its defaults) is played in text mode
-    with the history and result names it was bootstrapped on; a local trainer's checkpoint
-    with the protocol its trainer published (``trainer_state.json``); the rest, and any
-    other policy's protocol, comes from the settings. Raises
-    :class:`app.core.agent.AgentProtocolMismatch` when a setting given explicitly
-    contradicts the policy's."""
-    if model_path is None:
-        config = BootstrapConfig()
-        expected = {"history_steps": config.history_steps, "result_refs": config.result_refs}
-        return agent_protocol(settings, "the tiny policy's bootstrap", {**expected, "mode": "text"})
-    manifest, state = model_path / MANIFEST, model_path / "trainer_state.json"
-    if manifest.is_file():
-        recorded = json.loads(manifest.read_text())
-        expected = {k: recorded.get(k) for k in ("history_steps", "result_refs")}
-        source = f"the policy's bootstrap ({manifest})"
-        return agent_protocol(settings, source, {**expected, "mode": "text"})
-    published = json.loads(state.read_text()).get("protocol") if state.is_file() else None
-    if published is not None:
-        source = f"the checkpoint's trainer ({state})"
-        return agent_protocol(settings, source, AgentProtocol.from_dict(published).to_dict())
-    return AgentProtocol.from_settings(settings)
 
 
 def cached_manifest(out: Path, config: BootstrapConfig) -> dict[str, Any] | None:

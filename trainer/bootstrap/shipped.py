@@ -12,10 +12,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.checkpoint_protocol import BOOTSTRAP_MANIFEST
+
 if TYPE_CHECKING:
     from trainer.bootstrap.build import BootstrapConfig, Inputs
 
-MANIFEST = "bootstrap.json"
+MANIFEST = BOOTSTRAP_MANIFEST
 SHIPPED = Path(__file__).resolve().parent / "tiny-0"
 """The default configuration's tiny policy, built once and kept in the repository: every
 machine starts from the same weights (a build's weights depend on the CPU and the numeric

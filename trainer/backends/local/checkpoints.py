@@ -1,7 +1,8 @@
 """Trainer checkpoints: one folder per train step, written atomically.
 
 A checkpoint is ``<dir>/step-<N>/`` holding the Hugging Face model + tokenizer, the
-optimizer state and ``trainer_state.json`` (step, policy version). It is written under a
+optimizer state and ``trainer_state.json`` (step, policy version, and the agent protocol
+the trainer published, which :mod:`trainer.checkpoint_protocol` reads). It is written under a
 temporary name and renamed into place, so a folder named ``step-<N>`` is always whole;
 leftovers of a crash (``.tmp-*``) are removed on the next start.
 
@@ -24,9 +25,10 @@ from typing import Any
 
 import torch
 
+from trainer.checkpoint_protocol import STATE_FILE
+
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "trainer_state.json"
 OPTIMIZER_FILE = "optimizer.pt"
 PREFIX = "step-"
 

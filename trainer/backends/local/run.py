@@ -28,7 +28,7 @@ from trainer.advantages import rollout_advantages
 from trainer.backends.local import checkpoints
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.policy_server import PolicyServer, ServerHandle
-from trainer.bootstrap.build import policy_protocol
+from trainer.checkpoint_protocol import policy_protocol
 from trainer.config import Lora, TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, resume
 from trainer.publish import Publisher, committed_step

@@ -32,7 +32,7 @@ from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local.run import start_local_run
-from trainer.config import TrainerConfig
+from trainer.config import LocalSection, RunConfig, TrainerConfig
 from trainer.loop import LoopOptions
 
 PHASES = ("wait", "batch", "update", "checkpoint", "commit", "sync", "publish", "step")
@@ -130,7 +130,8 @@ def run(args: argparse.Namespace, url: str) -> None:
             lr=1e-5,
         )
         options = LoopOptions(checkpoint_dir=Path(data_dir) / "ckpt", poll_s=0.05)
-        trainer = start_local_run(settings, config, args.model, options, enqueue=False)
+        run = RunConfig(algorithm=config, local=LocalSection(enqueue=False))
+        trainer = start_local_run(settings, run, args.model, options)
         try:
             results = trainer.loop.run(steps=args.steps, wait_timeout_s=30)
         finally:

@@ -191,10 +191,12 @@ def trainer_shell(config: Any) -> Any:
     from torchdata.stateful_dataloader import StatefulDataLoader
     from transformers import AutoTokenizer
 
+    from trainer.backends.verl.config import run_config
     from trainer.backends.verl.trainer import GoalSlots, WebShopPPOTrainer
 
     trainer = object.__new__(WebShopPPOTrainer)
     trainer.config, trainer.shop = config, config.webshop
+    trainer.run = run_config(config)
     trainer.tokenizer = AutoTokenizer.from_pretrained(str(config.actor_rollout_ref.model.path))
     trainer.use_reference_policy = trainer.ref_in_actor = trainer.use_critic = False
     trainer.train_dataloader = StatefulDataLoader(GoalSlots(2), batch_size=1, collate_fn=list)
@@ -229,11 +231,10 @@ def batch_of(trainer: Any, records: Sequence[Any]) -> tuple[Any, dict]:
     """verl's batch of ``records`` as the shared loop builds it: the loop's returns
     (:func:`trainer.loop.episode_returns` under the config's run configuration), then
     ``VerlBackend.prepare`` (``_batch``)."""
-    from trainer.backends.verl.config import trainer_config
     from trainer.backends.verl.trainer import VerlBackend
     from trainer.loop import episode_returns
 
-    returns = episode_returns(records, trainer_config(trainer.config))
+    returns = episode_returns(records, trainer.run.algorithm)
     return VerlBackend(trainer).prepare(records, returns)
 
 

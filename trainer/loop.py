@@ -42,13 +42,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from redis import Redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.config import Settings
+from app.core.agent import AgentProtocol
 from app.core.endpoint import EndpointStatus, next_version, resume_version
 from app.core.enqueue import cancel_rollouts
 from app.db.lifecycle import UNFINISHED_ROLLOUT_STATUSES, RolloutMode
@@ -56,7 +59,7 @@ from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
 from app.webshop.success import success_rate
 from trainer.batches import Selection
-from trainer.config import TrainerConfig
+from trainer.config import RunConfig, TrainerConfig
 from trainer.publish import Publisher, committed_step
 from trainer.ready_groups import load_ready_groups, record_train_step
 from trainer.samples import RolloutRecord
@@ -443,3 +446,52 @@ class TrainLoop:
             time.monotonic() - started,
         )
         return False
+
+
+def build_loop(
+    run: RunConfig,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    redis: Redis,
+    backend: TrainBackend,
+    options: LoopOptions,
+    *,
+    step: int,
+    version: int,
+    endpoint: tuple[str, str],
+    protocol: AgentProtocol,
+    base_model: str | None = None,
+    enqueue: bool = True,
+    metrics: MetricsLogger | None = None,
+) -> TrainLoop:
+    """The loop of a run, either backend's: a scheduler drawing ``run``'s groups and
+    evaluations (none when the trainer does not enqueue), a publisher of ``endpoint``
+    (base URL, served model name) with the agent ``protocol`` (and a LoRA run's
+    ``base_model``), and the loop over ``backend`` from ``step`` at ``version``."""
+    scheduler = None
+    if enqueue:
+        sampling = asdict(run.sampling)
+        schedule = run.schedule
+        scheduler = Scheduler.for_run(
+            settings,
+            run.algorithm,
+            step,
+            split=schedule.split,
+            sampling=sampling,
+            starts=schedule.train_starts,
+            eval_goals=schedule.eval_goals if schedule.eval_every else 0,
+            eval_sampling={**sampling, "temperature": schedule.eval_temperature},
+        )
+    base_url, model_name = endpoint
+    publisher = Publisher(sessions, redis, base_url, model_name, protocol, base_model)
+    return TrainLoop(
+        run.algorithm,
+        options,
+        sessions,
+        backend,
+        publisher,
+        scheduler,
+        step=step,
+        version=version,
+        metrics=metrics,
+    )

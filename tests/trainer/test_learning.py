@@ -35,7 +35,7 @@ from app.webshop.env import WebShopEnv
 from trainer.backends.local import run as local_run
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.run import start_local_run
-from trainer.config import Lora, TrainerConfig
+from trainer.config import Lora, RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 from trainer.lora import is_adapter
 
@@ -95,15 +95,13 @@ def loop_run(
         seed=RUN.seed,
     )
     options = LoopOptions(checkpoint_dir=tmp_path / "checkpoints", poll_s=0.2)
-    trainer = start_local_run(
-        settings,
-        config,
-        checkpoint,
-        options,
-        sampling={"temperature": 1.0, "max_tokens": RUN.max_tokens},
-        train_starts=("item",),
-        lora=lora,
+    run = RunConfig(
+        algorithm=config,
+        sampling=Sampling(temperature=1.0, max_tokens=RUN.max_tokens),
+        schedule=Schedule(train_starts=("item",)),
+        lora=lora or Lora(),
     )
+    trainer = start_local_run(settings, run, checkpoint, options)
     if learners is not None:
         learners.append(trainer.learner)
     try:

@@ -44,7 +44,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local import run as local_run
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.run import start_local_run
-from trainer.config import Lora, TrainerConfig
+from trainer.config import Lora, RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions, StepResult, episode_returns
 from trainer.ready_groups import rollout_records
 from trainer.samples import RolloutRecord, build_samples
@@ -146,9 +146,13 @@ def train(
     unchanged."""
     options = LoopOptions(checkpoint_dir=tmp_path / "checkpoints", poll_s=0.2)
     config = CONFIG.with_(lr=LORA_LR) if lora else CONFIG
-    trainer = start_local_run(
-        settings, config, model, options, sampling=SAMPLING, train_starts=("item",), lora=lora
+    run = RunConfig(
+        algorithm=config,
+        sampling=Sampling(**SAMPLING),
+        schedule=Schedule(train_starts=("item",)),
+        lora=lora or Lora(),
     )
+    trainer = start_local_run(settings, run, model, options)
     stop = threading.Event()
     updated: list[StepResult] = []
 

@@ -30,13 +30,18 @@ from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local import checkpoints
 from trainer.backends.local.run import LocalRun, start_local_run
-from trainer.config import TrainerConfig
+from trainer.config import LocalSection, RunConfig, TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop
 from trainer.scheduler import Scheduler
 
 CONFIG = TrainerConfig(
     group_size=2, batch_groups=2, max_staleness=1, lr=1e-3, micro_batch_size=4, seed=0
 )
+
+
+def not_enqueuing(config: TrainerConfig) -> RunConfig:
+    """A run of ``config`` whose trainer enqueues nothing (the test adds the groups)."""
+    return RunConfig(algorithm=config, local=LocalSection(enqueue=False))
 
 
 @pytest.fixture
@@ -48,7 +53,7 @@ def sessions(fresh_settings: Settings) -> Iterator:
 
 def start(settings: Settings, model: Path, config: TrainerConfig = CONFIG) -> LocalRun:
     options = LoopOptions(checkpoint_dir=settings.data_dir / "ckpt", poll_s=0.1)
-    return start_local_run(settings, config, model, options, enqueue=False)
+    return start_local_run(settings, not_enqueuing(config), model, options)
 
 
 def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
@@ -216,7 +221,7 @@ def test_stop_event_ends_a_waiting_loop(fresh_settings: Settings, tiny_checkpoin
 def start_evaluating(settings: Settings, model: Path, options: LoopOptions) -> LocalRun:
     """A trainer whose scheduler queues evaluations of 2 goals and no train groups (target
     0), so the batches are the test's own."""
-    trainer = start_local_run(settings, CONFIG, model, options, enqueue=False)
+    trainer = start_local_run(settings, not_enqueuing(CONFIG), model, options)
     trainer.loop.scheduler = Scheduler(
         create_celery(settings), settings, group_size=2, target_groups=0, eval_goals=2
     )
@@ -355,15 +360,9 @@ def test_the_published_endpoint_names_the_advertised_host(
     import httpx
 
     options = LoopOptions(checkpoint_dir=fresh_settings.data_dir / "ckpt", poll_s=0.1)
-    trainer = start_local_run(
-        fresh_settings,
-        CONFIG,
-        tiny_checkpoint,
-        options,
-        enqueue=False,
-        policy_host="0.0.0.0",
-        advertise_host="localhost",
-    )
+    local = LocalSection(enqueue=False, policy_host="0.0.0.0", advertise_host="localhost")
+    run = RunConfig(algorithm=CONFIG, local=local)
+    trainer = start_local_run(fresh_settings, run, tiny_checkpoint, options)
     try:
         client = redis.Redis.from_url(fresh_settings.resolved_redis_url())
         published = read_endpoint(client)

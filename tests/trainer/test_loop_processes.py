@@ -22,7 +22,7 @@ from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends.local import checkpoints
 from trainer.backends.local.run import start_local_run
 from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
-from trainer.config import TrainerConfig
+from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 
 pytestmark = pytest.mark.slow
@@ -139,14 +139,12 @@ def test_workers_keep_running_through_syncs(
         options = LoopOptions(
             checkpoint_dir=tmp_path / "ckpt", poll_s=0.2, skip_zero_variance=False
         )
-        trainer = start_local_run(
-            settings,
-            config,
-            long_context_checkpoint,
-            options,
-            sampling={"temperature": 1.0, "max_tokens": 12},
-            split="test",
+        run = RunConfig(
+            algorithm=config,
+            sampling=Sampling(temperature=1.0, max_tokens=12),
+            schedule=Schedule(split="test"),
         )
+        trainer = start_local_run(settings, run, long_context_checkpoint, options)
         results = trainer.loop.run(steps=3, wait_timeout_s=240)
         assert [r.version for r in results] == [1, 2, 3], worker.tail()
         assert read_endpoint(trainer.redis).version == 3

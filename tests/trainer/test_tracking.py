@@ -17,7 +17,7 @@ from app.db.models import PolicyVersion, Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.webshop.success import is_success
 from trainer.backends.local.run import start_local_run
-from trainer.config import TrainerConfig
+from trainer.config import LocalSection, RunConfig, TrainerConfig
 from trainer.loop import LoopOptions
 from trainer.tracking import MetricsLogger, parse_backends, round_metrics, wilson_interval
 
@@ -89,9 +89,8 @@ def local_run(make_database: Callable[[], str], test_settings: Settings, tmp_pat
 
 def test_local_run_writes_step_and_eval_curves(local_run, tiny_checkpoint: Path) -> None:
     settings, sessions, engine, metrics, options = local_run
-    trainer = start_local_run(
-        settings, CONFIG, tiny_checkpoint, options, enqueue=False, metrics=metrics
-    )
+    run = RunConfig(algorithm=CONFIG, local=LocalSection(enqueue=False))
+    trainer = start_local_run(settings, run, tiny_checkpoint, options, metrics=metrics)
     try:
         with session_scope(sessions) as session:
             add_eval_round(session, trainer.loop.version, [1.0, 0.0, 0.0, 1.0])

@@ -291,7 +291,7 @@ def test_grpo_over_rollouts_of_2_and_10_turns_is_verls_grpo_on_their_rewards(tok
 def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokenizer) -> None:
     """``WebShopPPOTrainer._batch`` on the ``fast`` config (its GPU parts never start: the
     trainer is made with ``__new__`` and only the attributes ``_batch`` reads are set)."""
-    from trainer.backends.verl.config import load_config
+    from trainer.backends.verl.config import load_config, run_config
     from trainer.backends.verl.dataproto import PAD_ID
     from trainer.backends.verl.trainer import WebShopPPOTrainer
 
@@ -316,6 +316,7 @@ def test_the_trainers_batch_is_padded_filtered_and_has_rollout_advantages(tokeni
     ]
     trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
     trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
+    trainer.run = run_config(config)
     batch, metrics = trainer._batch(rollouts, {r.rollout_id: r.reward for r in rollouts})
     assert metrics["batch/dropped_overlong"] == 1.0
     assert len(batch) % 4 == 0 and metrics["batch/padding_rows"] == len(batch) - 6
@@ -347,7 +348,7 @@ def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> No
     same in 2 and 4 steps differ only by the discount, which the verl backend used to drop
     (it scored the raw reward)."""
     from trainer.backends.local.run import LocalBackend
-    from trainer.backends.verl.config import load_config, trainer_config
+    from trainer.backends.verl.config import load_config, run_config
     from trainer.backends.verl.trainer import VerlBackend, WebShopPPOTrainer
     from trainer.loop import episode_returns
 
@@ -361,7 +362,7 @@ def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> No
             "data.train_batch_size=2",
         ],
     )
-    shared = trainer_config(config)
+    shared = run_config(config).algorithm
     assert shared.step_discount == 0.95  # the run configuration's, on both backends
     records = [
         _turns("straight", "g", 1.0, 2),
@@ -379,6 +380,7 @@ def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> No
 
     trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
     trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
+    trainer.run = run_config(config)
     backend = VerlBackend.__new__(VerlBackend)
     backend.trainer = trainer
     batch, _ = backend.prepare(records, returns)

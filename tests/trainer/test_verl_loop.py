@@ -32,7 +32,7 @@ from app.core.endpoint import read_endpoint
 from app.db.lifecycle import RolloutMode
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from trainer.backends.verl.config import load_config
+from trainer.backends.verl.config import load_config, run_config
 from trainer.backends.verl.trainer import STATE_FILE, WebShopPPOTrainer
 from trainer.tracking import MetricsLogger
 
@@ -122,6 +122,7 @@ def verl_trainer(
     )
     trainer = WebShopPPOTrainer.__new__(WebShopPPOTrainer)
     trainer.config, trainer.shop, trainer.tokenizer = config, config.webshop, tokenizer
+    trainer.run = run_config(config)
     trainer.settings, trainer.metrics = settings, metrics
     trainer.base_url, trainer.relay = "http://vllm.test:8200/v1", None
     trainer.use_reference_policy = False

@@ -28,6 +28,7 @@ from app.core.env_client import EnvError
 from app.core.preflight import Check, service_checks
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from trainer.backends import ConfigValue, StartError
+from trainer.checkpoint_protocol import policy_protocol
 from trainer.config import TINY, RunConfig, tiny_policy_path
 from trainer.loop import LoopOptions
 from trainer.lora import is_adapter
@@ -113,8 +114,6 @@ def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> No
     otherwise; a model whose chat template renders no tools is not played in tools mode.
     ``model_path`` None: the tiny policy that ``wsrl policy bootstrap`` builds with its
     defaults."""
-    from trainer.bootstrap.build import policy_protocol  # torch
-
     try:
         protocol = policy_protocol(settings, model_path)
         if model_path is not None:
@@ -159,25 +158,8 @@ def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[s
         poll_s=run.local.poll_s,
         eval_every=run.schedule.eval_every,
     )
-    sampling = asdict(run.sampling)
     try:
-        local_run = start_local_run(
-            settings,
-            run.algorithm,
-            model_path,
-            options,
-            enqueue=run.local.enqueue,
-            sampling=sampling,
-            split=run.schedule.split,
-            train_starts=run.schedule.train_starts,
-            eval_goals=run.schedule.eval_goals,
-            eval_sampling={**sampling, "temperature": run.schedule.eval_temperature},
-            policy_port=run.local.policy_port,
-            policy_host=run.local.policy_host,
-            advertise_host=run.local.advertise_host,
-            metrics=metrics,
-            lora=run.lora,
-        )
+        local_run = start_local_run(settings, run, model_path, options, metrics=metrics)
     except LoraError as exc:  # an adapter checkpoint of another rank, unknown modules
         metrics.close()
         raise StartError(str(exc)) from exc

@@ -29,11 +29,10 @@ from trainer.backends.local import checkpoints
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.policy_server import PolicyServer, ServerHandle
 from trainer.checkpoint_protocol import policy_protocol
-from trainer.config import Lora, TrainerConfig
-from trainer.loop import LoopOptions, TrainLoop, resume
-from trainer.publish import Publisher, committed_step
+from trainer.config import RunConfig, TrainerConfig
+from trainer.loop import LoopOptions, TrainLoop, build_loop, resume
+from trainer.publish import committed_step
 from trainer.samples import RolloutRecord, Sample, build_samples
-from trainer.scheduler import Scheduler
 from trainer.tracking import MetricsLogger
 
 logger = logging.getLogger(__name__)
@@ -158,32 +157,22 @@ def default_checkpoint_dir(settings: Settings) -> Path:
 
 def start_local_run(
     settings: Settings,
-    config: TrainerConfig,
+    run: RunConfig,
     model_path: Path,
     options: LoopOptions,
     *,
-    enqueue: bool = True,
-    sampling: dict[str, Any] | None = None,
-    split: str = "train",
-    train_starts: tuple[str, ...] = ("search",),
-    eval_goals: int = 0,
-    eval_sampling: dict[str, Any] | None = None,
-    policy_host: str = "127.0.0.1",
-    policy_port: int = 0,
-    advertise_host: str | None = None,
     model_name: str = "policy",
     metrics: MetricsLogger | None = None,
-    lora: Lora | None = None,
 ) -> LocalRun:
-    """Resume (or start) a run and publish its weights; the caller runs ``loop.run``.
-    ``metrics`` receives every step (closed by :meth:`LocalRun.close`). Train groups
-    start where ``train_starts`` says (:class:`~trainer.scheduler.Scheduler`).
+    """Resume (or start) ``run`` and publish its weights; the caller runs ``loop.run``.
+    ``metrics`` receives every step (closed by :meth:`LocalRun.close`).
 
-    The policy server listens on ``policy_host:policy_port``; the published endpoint names
-    ``advertise_host`` instead of the listening address when given (workers in other
-    containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0). ``lora`` enabled:
-    the run trains and syncs an adapter on ``model_path`` (a LoRA checkpoint resumes on
-    its base)."""
+    The policy server listens on ``run.local.policy_host:policy_port``; the published
+    endpoint names ``advertise_host`` instead of the listening address when given (workers
+    in other containers or on other hosts cannot reach 127.0.0.1 or 0.0.0.0). With
+    ``run.lora`` the run trains and syncs an adapter on ``model_path`` (a LoRA checkpoint
+    resumes on its base)."""
+    config, lora, local = run.algorithm, run.lora, run.local
     protocol = policy_protocol(settings, model_path)
     engine = make_engine(settings, pool_size=4)
     sessions = make_sessionmaker(engine)
@@ -200,32 +189,21 @@ def start_local_run(
         model_name=model_name,
         default_max_tokens=settings.llm_max_tokens,
     )
-    handle = server.start(policy_host, policy_port)
+    handle = server.start(local.policy_host, local.policy_port)
     redis = connect_redis(settings)
-    base_url = advertised_url(handle.base_url, advertise_host)
-    base_model = str(Path(model_path).resolve()) if lora is not None and lora.enabled else None
-    publisher = Publisher(sessions, redis, base_url, server.model_name, protocol, base_model)
-    scheduler = None
-    if enqueue:
-        scheduler = Scheduler.for_run(
-            settings,
-            config,
-            done,
-            split=split,
-            sampling=sampling,
-            starts=train_starts,
-            eval_goals=eval_goals,
-            eval_sampling=eval_sampling,
-        )
-    loop = TrainLoop(
-        config,
-        options,
+    loop = build_loop(
+        run,
+        settings,
         sessions,
+        redis,
         LocalBackend(learner, server, config, options, protocol),
-        publisher,
-        scheduler,
+        options,
         step=done,
         version=version,
+        endpoint=(advertised_url(handle.base_url, local.advertise_host), server.model_name),
+        protocol=protocol,
+        base_model=str(Path(model_path).resolve()) if lora.enabled else None,
+        enqueue=local.enqueue,
         metrics=metrics,
     )
     loop.publish_current(str(source))

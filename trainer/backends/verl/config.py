@@ -3,7 +3,8 @@
 Each YAML under ``configs/`` puts verl's ``ppo_trainer.yaml`` first in its defaults list,
 then ``run_defaults``: the keys that mean a field of the run configuration
 (:data:`VERL_KEYS`), filled from :class:`trainer.config.RunConfig`'s defaults, so a default
-is written once. The YAML files then override what this project needs on GPUs, plus a
+is written once, and ``agent_defaults``: the agent protocol's keys at its defaults
+(:func:`agent_defaults`). The YAML files then override what this project needs on GPUs, plus a
 ``webshop`` section for our loop (mode, turns, the endpoint). :func:`load_config` composes
 one, resolves it, reads the mapped keys back into the run configuration's classes (their
 validation, with the verl key named) and checks what verl's ``validate_config`` does not
@@ -22,7 +23,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from app.core.agent import AgentProtocol, agent_protocol
+from app.core.agent import DEFAULT_PROTOCOL, AgentProtocol, agent_protocol
 from trainer.backends.verl.keys import OPTION_KEYS, VERL_KEYS
 from trainer.config import Lora, RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
@@ -55,6 +56,21 @@ def run_defaults(run: RunConfig | None = None) -> dict[str, Any]:
     return node
 
 
+def agent_defaults() -> dict[str, Any]:
+    """The ``agent_defaults`` config node: the agent protocol's ``webshop`` keys at its
+    defaults (:data:`app.core.agent.DEFAULT_PROTOCOL`); a config trained for another
+    protocol says so in its ``webshop`` section."""
+    protocol = DEFAULT_PROTOCOL
+    return {
+        "webshop": {
+            "agent_mode": str(protocol.mode),
+            "history_steps": protocol.history_steps,
+            "max_turns": protocol.max_steps,
+            "result_refs": str(protocol.result_refs),
+        }
+    }
+
+
 def run_overrides(run: RunConfig, paths: set[str]) -> list[str]:
     """Hydra overrides that set the verl keys of the run configuration fields ``paths``."""
     keys = {**VERL_KEYS, **OPTION_KEYS}
@@ -81,6 +97,7 @@ def load_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
         raise ValueError(f"unknown verl config {name!r}: use one of {', '.join(CONFIG_NAMES)}.")
     GlobalHydra.instance().clear()
     ConfigStore.instance().store(name="run_defaults", node=run_defaults())
+    ConfigStore.instance().store(name="agent_defaults", node=agent_defaults())
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         config = compose(config_name=name, overrides=list(overrides))
     OmegaConf.resolve(config)
@@ -178,14 +195,6 @@ def _name_key(message: str) -> str:
     return message
 
 
-def trainer_config(config: DictConfig) -> TrainerConfig:
-    """What the shared loop (:mod:`trainer.loop`) and its scheduler read, from the verl
-    config: groups of ``rollout.n``, ``data.train_batch_size`` of them per update, the
-    ``webshop`` selection rules, the return's ``step_discount``. The update itself follows
-    verl's own keys."""
-    return run_config(config).algorithm
-
-
 def loop_options(config: DictConfig) -> LoopOptions:
     """The shared loop's options: verl's checkpoint folder, the ``webshop`` polling and
     evaluation cadence."""
@@ -223,7 +232,7 @@ def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> Agen
         "history_steps": int(shop.history_steps),
         "max_steps": int(shop.max_turns),
         "constrain_actions": False,
-        "result_refs": str(shop.get("result_refs", "ids")),
+        "result_refs": str(shop.result_refs),
     }
     return agent_protocol(
         settings,

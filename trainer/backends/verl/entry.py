@@ -28,6 +28,7 @@ from trainer.backends.verl.config import (
     agent_protocol_of,
     check_checkpoint_disk,
     load_config,
+    run_config,
     run_overrides,
 )
 from trainer.backends.verl.doctor import verl_checks
@@ -54,8 +55,10 @@ def make_metrics_logger(config: DictConfig) -> Any:
     )
 
 
-def _runner_class() -> Any:
-    """The Ray task runner (defined lazily: importing ray and verl's workers is slow)."""
+def _runner_class(run: RunConfig) -> Any:
+    """The Ray task runner (defined lazily: importing ray and verl's workers is slow). It
+    carries ``run``, the run configuration the verl config means, to the trainer's process
+    as data (Ray pickles the class with what it closes over)."""
     import ray
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -88,6 +91,7 @@ def _runner_class() -> Any:
                 resource_pool_manager=self.init_resource_pool_mgr(config),
                 ray_worker_group_cls=worker_group_cls,
                 settings=get_settings(),
+                run=run,
                 metrics=make_metrics_logger(config),
             )
             trainer.init_workers()
@@ -177,4 +181,4 @@ def run_verl(settings: Settings, config_name: str, overrides: Sequence[str] = ()
     from verl.trainer.main_ppo import run_ppo
 
     logger.info("verl config %s: model %s", config_name, config.actor_rollout_ref.model.path)
-    run_ppo(config, task_runner_class=_runner_class())
+    run_ppo(config, task_runner_class=_runner_class(run_config(config)))

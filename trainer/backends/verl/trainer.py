@@ -56,7 +56,6 @@ from trainer.backends.verl.config import (
     agent_protocol_of,
     loop_options,
     lora_base_model,
-    trainer_config,
 )
 from trainer.backends.verl.dataproto import (
     build_dataproto,
@@ -65,10 +64,10 @@ from trainer.backends.verl.dataproto import (
     with_rollout_advantages,
 )
 from trainer.backends.verl.relay import PortRelay, published_base_url
-from trainer.loop import TrainLoop, resume
-from trainer.publish import Publisher, committed_step
+from trainer.config import RunConfig
+from trainer.loop import TrainLoop, build_loop, resume
+from trainer.publish import committed_step
 from trainer.samples import RolloutRecord, build_samples
-from trainer.scheduler import Scheduler
 from trainer.tracking import MetricsLogger, shared_names
 
 logger = logging.getLogger(__name__)
@@ -143,6 +142,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         self,
         *args: Any,
         settings: Settings,
+        run: RunConfig,
         metrics: MetricsLogger | None = None,
         **kwargs: Any,
     ) -> None:
@@ -152,6 +152,10 @@ class WebShopPPOTrainer(RayPPOTrainer):
         kwargs.setdefault("collate_fn", lambda items: items)
         super().__init__(*args, **kwargs)
         self.settings = settings
+        self.run = run
+        """The run configuration the verl config means, read once where the run started
+        (:func:`~trainer.backends.verl.config.run_config`): the loop's groups, sampling
+        and schedule come from it, never from the ``webshop`` section again."""
         self.metrics = metrics
         self.shop = self.config.webshop
         self.base_url = ""
@@ -222,7 +226,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         n = int(rollout.n)
         rewards = {r.rollout_id: float(returns[r.rollout_id]) for r in records}
         max_tokens = int(self.config.data.max_prompt_length + self.config.data.max_response_length)
-        samples, stats = build_samples(records, rewards, str(self.shop.sample_mode), max_tokens)
+        samples, stats = build_samples(records, rewards, self.run.algorithm.sample_mode, max_tokens)
         if any(s.constraints for s in samples):
             logger.warning(
                 "replies decoded under structured_outputs: the verl backend computes their "
@@ -319,10 +323,10 @@ class WebShopPPOTrainer(RayPPOTrainer):
 
     def _loop(self, sessions: Any, redis: Redis) -> TrainLoop:
         """The shared loop with this trainer as its backend, its weights served and published."""
-        config, shop = trainer_config(self.config), self.shop
+        schedule = self.run.schedule
         with session_scope(sessions) as session:
-            ensure_goals(session, self.settings, str(shop.goal_split))
-            if shop.eval_every:
+            ensure_goals(session, self.settings, schedule.split)
+            if schedule.eval_every:
                 ensure_goals(session, self.settings, "test")
             done = committed_step(session)
         folder = self._restore(done)
@@ -331,37 +335,18 @@ class WebShopPPOTrainer(RayPPOTrainer):
         self.global_steps = step
         backend = VerlBackend(self)
         backend.swap(version)
-        sampling = {
-            "temperature": float(self.config.actor_rollout_ref.rollout.temperature),
-            "max_tokens": int(shop.max_tokens),
-        }
-        scheduler = Scheduler.for_run(
+        loop = build_loop(
+            self.run,
             self.settings,
-            config,
-            step,
-            split=str(shop.goal_split),
-            sampling=sampling,
-            starts=tuple(str(s) for s in shop.train_starts),
-            eval_goals=int(shop.eval_goals) if shop.eval_every else 0,
-            eval_sampling={**sampling, "temperature": float(shop.eval_temperature)},
-        )
-        publisher = Publisher(
             sessions,
             redis,
-            self.base_url,
-            str(shop.served_model_name),
-            agent_protocol_of(self.config, self.settings),
-            lora_base_model(self.config),
-        )
-        loop = TrainLoop(
-            config,
-            loop_options(self.config),
-            sessions,
             backend,
-            publisher,
-            scheduler,
+            loop_options(self.config),
             step=step,
             version=version,
+            endpoint=(self.base_url, str(self.shop.served_model_name)),
+            protocol=agent_protocol_of(self.config, self.settings),
+            base_model=lora_base_model(self.config),
             metrics=self.metrics,
         )
         loop.publish_current(str(folder) if folder else None)

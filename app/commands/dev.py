@@ -38,7 +38,7 @@ from app.commands._run_options import (
 from app.commands.logs import new_run
 from app.commands.train import CONFIG_FILE, build_run
 from trainer.backends import BACKENDS, StartError
-from trainer.config import DEV_RUN, TINY
+from trainer.config import DEV_RUN, TINY, RunConfig
 
 DEV_OPTIONS = tuple(
     o
@@ -142,7 +142,20 @@ def dev(ctx: typer.Context, **values: Any) -> None:
     except RunOptionError as exc:
         raise fail(exc) from exc
     run = build_run(user)  # validated as `wsrl train` validates it, before anything starts
-    trainer_options = as_flags({p: v for p, v in user.values.items() if p != "model"})
+    own = {o.path for o in DEV_OPTIONS}
+    local = {"backend": RunConfig.backend}  # what dev's trainer is anyway
+    ignored = sorted(
+        user.label(p)
+        for p in user.set_by_user()
+        if p not in own and local.get(p, object()) != user.values[p]
+    )
+    if ignored:
+        raise fail(
+            f"{', '.join(ignored)}: wsrl dev cannot honour it (its trainer is the local "
+            "backend's, and enqueues the rollouts its worker plays); use wsrl train",
+            code=2,
+        )
+    trainer_options = as_flags({p: v for p, v in user.values.items() if p in own - {"model"}})
     model: Path | None = None if run.model == TINY else Path(run.model)
     started = time.monotonic()
     settings = get_settings()

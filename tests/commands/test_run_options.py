@@ -166,3 +166,17 @@ def test_dev_passes_what_a_file_and_the_environment_set_to_its_trainer(
     assert value("--eval-goals") == "20"
     assert value("--train-starts") == "item,search"  # wsrl dev's own default
     assert "--enqueue" not in options and "--backend" not in options
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"WSRL_TRAIN_BACKEND": "verl"}, "WSRL_TRAIN_BACKEND"),
+        ({"WSRL_TRAIN_ENQUEUE": "false"}, "WSRL_TRAIN_ENQUEUE"),
+        ({"WSRL_TRAIN_CONFIG": "qwen"}, "WSRL_TRAIN_CONFIG"),
+    ],
+)
+def test_dev_refuses_what_its_trainer_cannot_honour(env: dict[str, str], named: str) -> None:
+    result = runner.invoke(cli, ["dev", "--model", "m"], env=env, terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert f"{named}: wsrl dev cannot honour it" in result.output

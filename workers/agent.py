@@ -19,7 +19,7 @@ import time
 from typing import Protocol
 
 from app.core.agent import (
-    DEFAULT_HISTORY_STEPS,
+    DEFAULT_PROTOCOL,
     LOG_OBSERVATION_CHARS,
     TOOLS,
     AgentMode,
@@ -61,12 +61,12 @@ def run_episode(
     goal_id: int,
     recorder: EpisodeRecorder,
     *,
-    max_steps: int = 15,
-    mode: AgentMode | str = AgentMode.TEXT,
+    max_steps: int = DEFAULT_PROTOCOL.max_steps,
+    mode: AgentMode | str = DEFAULT_PROTOCOL.mode,
     sampling: Sampling | None = None,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    constrain_actions: bool = False,
-    result_refs: ResultRefs | str = ResultRefs.IDS,
+    history_steps: int = DEFAULT_PROTOCOL.history_steps,
+    constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions,
+    result_refs: ResultRefs | str = DEFAULT_PROTOCOL.result_refs,
     start: RolloutStart | str = RolloutStart.SEARCH,
     worker: str = "-",
     rollout: str = "-",

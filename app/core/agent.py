@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.config import Settings
 from app.core.llm import LLMCall
 from app.webshop.success import is_success
 
-DEFAULT_HISTORY_STEPS = 4
 HISTORY_OBSERVATION_CHARS = 200
 LOG_OBSERVATION_CHARS = 80
 NO_ACTION = "(no action)"
@@ -50,6 +50,105 @@ class ResultRefs(StrEnum):
     NUMBERS = "numbers"
     """Their places on the page (``click[1]`` is the first listed), mapped back to the ids
     on the agent's side; the env sees the same actions either way."""
+
+
+# --- the agent protocol a policy is trained for ---------------------------------------------
+
+# Each field of the agent protocol and the setting (``WSRL_`` + upper case) a process may set
+# it by.
+PROTOCOL_SETTINGS = {
+    "mode": "agent_mode",
+    "history_steps": "agent_history_steps",
+    "constrain_actions": "agent_constrain_actions",
+    "max_steps": "max_steps",
+    "result_refs": "agent_result_refs",
+}
+PROTOCOL_DEFAULTS: dict[str, Any] = {
+    f: Settings.model_fields[name].default for f, name in PROTOCOL_SETTINGS.items()
+}
+"""The agent protocol of a process that sets none of those settings: their defaults in
+:class:`app.config.Settings`, the one place they are written (:data:`DEFAULT_PROTOCOL` and
+the verl configs' ``agent_defaults`` read them from here)."""
+
+# A record written before ``result_refs`` existed named results by id, as it was played.
+PROTOCOL_FIELD_DEFAULTS = {"result_refs": ResultRefs.IDS.value}
+
+
+class AgentProtocolMismatch(ValueError):
+    """Settings a process set explicitly contradict the protocol a policy expects."""
+
+
+@dataclass(frozen=True)
+class AgentProtocol:
+    """How a policy is played: everything that changes what a worker sends the model or
+    how it reads the reply. A trainer publishes it with every policy version
+    (:mod:`app.core.endpoint`); workers play what the published version expects
+    (:func:`agent_protocol`). Constrained replies exist only in text mode, so a tools-mode
+    protocol is never constrained."""
+
+    mode: AgentMode
+    history_steps: int
+    constrain_actions: bool
+    max_steps: int
+    result_refs: ResultRefs = PROTOCOL_DEFAULTS["result_refs"]  # a ResultRefs after __post_init__
+
+    def __post_init__(self) -> None:
+        mode = AgentMode(self.mode)
+        try:
+            refs = ResultRefs(self.result_refs)
+        except ValueError:
+            allowed = ", ".join(r.value for r in ResultRefs)
+            raise ValueError(
+                f"result_refs must be one of {allowed}, got {self.result_refs!r}"
+            ) from None
+        object.__setattr__(self, "result_refs", refs)
+        if int(self.history_steps) < 0 or int(self.max_steps) < 1:
+            raise ValueError(
+                f"agent protocol with history_steps={self.history_steps} and "
+                f"max_steps={self.max_steps}: history_steps >= 0 and max_steps >= 1"
+            )
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "history_steps", int(self.history_steps))
+        object.__setattr__(self, "max_steps", int(self.max_steps))
+        constrained = bool(self.constrain_actions) and mode == AgentMode.TEXT
+        object.__setattr__(self, "constrain_actions", constrained)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> AgentProtocol:
+        return cls(**{f: getattr(settings, name) for f, name in PROTOCOL_SETTINGS.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": str(self.mode),
+            "history_steps": self.history_steps,
+            "constrain_actions": self.constrain_actions,
+            "max_steps": self.max_steps,
+            "result_refs": str(self.result_refs),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgentProtocol:
+        """Strict: a record without every field is an error, not a default (except the
+        fields of :data:`PROTOCOL_FIELD_DEFAULTS`, younger than the records)."""
+        record = {**PROTOCOL_FIELD_DEFAULTS, **data}
+        missing = [f for f in PROTOCOL_SETTINGS if f not in record]
+        if missing:
+            raise ValueError(f"agent protocol lacks {', '.join(missing)}: {data!r}")
+        return cls(**{f: record[f] for f in PROTOCOL_SETTINGS})
+
+    def describe(self) -> str:
+        constrained = ", constrained replies" if self.constrain_actions else ""
+        numbered = ", results by number" if self.result_refs == ResultRefs.NUMBERS else ""
+        return (
+            f"{self.mode} mode, {self.history_steps} steps of history, "
+            f"{self.max_steps} steps{constrained}{numbered}"
+        )
+
+
+DEFAULT_PROTOCOL = AgentProtocol(**PROTOCOL_DEFAULTS)
+"""What a player plays when it is given nothing else: the defaults of every player's
+arguments (the worker's, the in-process one's, :class:`Episode`'s)."""
+DEFAULT_HISTORY_STEPS = DEFAULT_PROTOCOL.history_steps
 
 
 SYSTEM_PROMPT_TEXT = """\
@@ -302,8 +401,8 @@ def build_messages(
     available_actions: dict[str, Any],
     history: Sequence[HistoryStep],
     *,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    mode: AgentMode | str = AgentMode.TEXT,
+    history_steps: int = DEFAULT_PROTOCOL.history_steps,
+    mode: AgentMode | str = DEFAULT_PROTOCOL.mode,
 ) -> list[dict[str, str]]:
     """The chat messages of one step: system (grammar) + user (task and state).
 
@@ -402,7 +501,7 @@ def parse_tool_calls(tool_calls: Sequence[dict[str, Any]]) -> str | None:
     return None
 
 
-def action_from_call(call: LLMCall, mode: AgentMode | str = AgentMode.TEXT) -> str | None:
+def action_from_call(call: LLMCall, mode: AgentMode | str = DEFAULT_PROTOCOL.mode) -> str | None:
     """The action of a reply: tool calls first in tool mode, else the text."""
     if AgentMode(mode) == AgentMode.TOOLS and call.tool_calls:
         action = parse_tool_calls(call.tool_calls)
@@ -438,12 +537,12 @@ class Episode:
     instruction: str
     observation: str
     available_actions: dict[str, Any]
-    history_steps: int = DEFAULT_HISTORY_STEPS
-    mode: AgentMode = AgentMode.TEXT
+    history_steps: int = DEFAULT_PROTOCOL.history_steps
+    mode: AgentMode = DEFAULT_PROTOCOL.mode
     history: list[HistoryStep] = field(default_factory=list)
-    constrain_actions: bool = False
+    constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions
     """Ask the server to limit each reply to the page's valid actions (text mode only)."""
-    result_refs: ResultRefs = ResultRefs.IDS
+    result_refs: ResultRefs = DEFAULT_PROTOCOL.result_refs
     """How the prompt names a results page's products (:class:`ResultRefs`)."""
     _visit: int = field(default=0, init=False, repr=False)
     """Where the open product's visit begins in ``history``: the step after the click that
@@ -536,89 +635,7 @@ class Episode:
         self.history.append(HistoryStep(self.number, shown, seen))
 
 
-# --- the agent protocol a policy is trained for ---------------------------------------------
-
-# Each field of the protocol and the setting (``WSRL_`` + upper case) a process may set it by.
-PROTOCOL_SETTINGS = {
-    "mode": "agent_mode",
-    "history_steps": "agent_history_steps",
-    "constrain_actions": "agent_constrain_actions",
-    "max_steps": "max_steps",
-    "result_refs": "agent_result_refs",
-}
-# A record written before ``result_refs`` existed named results by id, as it was played.
-PROTOCOL_FIELD_DEFAULTS = {"result_refs": ResultRefs.IDS.value}
-
-
-class AgentProtocolMismatch(ValueError):
-    """Settings a process set explicitly contradict the protocol a policy expects."""
-
-
-@dataclass(frozen=True)
-class AgentProtocol:
-    """How a policy is played: everything that changes what a worker sends the model or
-    how it reads the reply. A trainer publishes it with every policy version
-    (:mod:`app.core.endpoint`); workers play what the published version expects
-    (:func:`agent_protocol`). Constrained replies exist only in text mode, so a tools-mode
-    protocol is never constrained."""
-
-    mode: AgentMode
-    history_steps: int
-    constrain_actions: bool
-    max_steps: int
-    result_refs: ResultRefs = ResultRefs.IDS
-
-    def __post_init__(self) -> None:
-        mode = AgentMode(self.mode)
-        try:
-            refs = ResultRefs(self.result_refs)
-        except ValueError:
-            allowed = ", ".join(r.value for r in ResultRefs)
-            raise ValueError(
-                f"result_refs must be one of {allowed}, got {self.result_refs!r}"
-            ) from None
-        object.__setattr__(self, "result_refs", refs)
-        if int(self.history_steps) < 0 or int(self.max_steps) < 1:
-            raise ValueError(
-                f"agent protocol with history_steps={self.history_steps} and "
-                f"max_steps={self.max_steps}: history_steps >= 0 and max_steps >= 1"
-            )
-        object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "history_steps", int(self.history_steps))
-        object.__setattr__(self, "max_steps", int(self.max_steps))
-        constrained = bool(self.constrain_actions) and mode == AgentMode.TEXT
-        object.__setattr__(self, "constrain_actions", constrained)
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> AgentProtocol:
-        return cls(**{f: getattr(settings, name) for f, name in PROTOCOL_SETTINGS.items()})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": str(self.mode),
-            "history_steps": self.history_steps,
-            "constrain_actions": self.constrain_actions,
-            "max_steps": self.max_steps,
-            "result_refs": str(self.result_refs),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AgentProtocol:
-        """Strict: a record without every field is an error, not a default (except the
-        fields of :data:`PROTOCOL_FIELD_DEFAULTS`, younger than the records)."""
-        record = {**PROTOCOL_FIELD_DEFAULTS, **data}
-        missing = [f for f in PROTOCOL_SETTINGS if f not in record]
-        if missing:
-            raise ValueError(f"agent protocol lacks {', '.join(missing)}: {data!r}")
-        return cls(**{f: record[f] for f in PROTOCOL_SETTINGS})
-
-    def describe(self) -> str:
-        constrained = ", constrained replies" if self.constrain_actions else ""
-        numbered = ", results by number" if self.result_refs == ResultRefs.NUMBERS else ""
-        return (
-            f"{self.mode} mode, {self.history_steps} steps of history, "
-            f"{self.max_steps} steps{constrained}{numbered}"
-        )
+# --- the protocol a process plays -----------------------------------------------------------
 
 
 def agent_protocol(

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.agent import DEFAULT_HISTORY_STEPS, ResultRefs
+from app.core.agent import DEFAULT_PROTOCOL, ResultRefs
 from app.core.intervals import mean_half_width, rate_half_width
 from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
@@ -55,14 +55,14 @@ def evaluate(
     goal_ids: Sequence[int],
     *,
     temperature: float = 0.0,
-    max_steps: int = 15,
+    max_steps: int = DEFAULT_PROTOCOL.max_steps,
     max_tokens: int = 32,
     batch_size: int = 25,
     seed: int = 0,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    constrain_actions: bool = False,
+    history_steps: int = DEFAULT_PROTOCOL.history_steps,
+    constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions,
     start: RolloutStart | str = RolloutStart.SEARCH,
-    result_refs: ResultRefs | str = ResultRefs.IDS,
+    result_refs: ResultRefs | str = DEFAULT_PROTOCOL.result_refs,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> EvalResult:
     """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with

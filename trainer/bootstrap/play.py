@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.agent import DEFAULT_HISTORY_STEPS, Episode, ResultRefs
+from app.core.agent import DEFAULT_PROTOCOL, Episode, ResultRefs
 from app.core.opening import play_opening
 from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
@@ -29,10 +29,10 @@ class LocalEpisode:
         self,
         env: WebShopEnv,
         goal_id: int,
-        history_steps: int = DEFAULT_HISTORY_STEPS,
-        constrain_actions: bool = False,
+        history_steps: int = DEFAULT_PROTOCOL.history_steps,
+        constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions,
         start: RolloutStart | str = RolloutStart.SEARCH,
-        result_refs: ResultRefs | str = ResultRefs.IDS,
+        result_refs: ResultRefs | str = DEFAULT_PROTOCOL.result_refs,
     ) -> None:
         self.session = env.new_session(goal_id)
         self.state = Episode(

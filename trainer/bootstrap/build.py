@@ -42,9 +42,6 @@ from trainer.bootstrap.tiny_policy import (
     train_tokenizer,
 )
 from trainer.checkpoint_protocol import TINY_HISTORY_STEPS, TINY_RESULT_REFS
-
-# Re-exported for trainer/backends/local/entry.py until it imports trainer.checkpoint_protocol.
-from trainer.checkpoint_protocol import policy_protocol as policy_protocol
 from trainer.samples import Sample
 from trainer.tensors import TrainBatch, collate
 

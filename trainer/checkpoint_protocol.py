@@ -32,6 +32,17 @@ TINY_RESULT_REFS = "numbers"
 (:class:`trainer.bootstrap.build.BootstrapConfig` takes its default from here)."""
 
 
+def bootstrapped_protocol(model_path: Path) -> dict[str, Any] | None:
+    """What a bootstrapped policy (a :data:`BOOTSTRAP_MANIFEST` next to its weights) must
+    be played with: text mode, the history and result names of its demonstrations; None
+    for any other folder."""
+    manifest = model_path / BOOTSTRAP_MANIFEST
+    if not manifest.is_file():
+        return None
+    recorded = json.loads(manifest.read_text())
+    return {**{k: recorded.get(k) for k in ("history_steps", "result_refs")}, "mode": "text"}
+
+
 def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
     """The agent protocol the policy at ``model_path`` is played with.
 
@@ -45,12 +56,11 @@ def policy_protocol(settings: Any, model_path: Path | None) -> AgentProtocol:
     if model_path is None:
         expected = {"history_steps": TINY_HISTORY_STEPS, "result_refs": TINY_RESULT_REFS}
         return agent_protocol(settings, "the tiny policy's bootstrap", {**expected, "mode": "text"})
-    manifest, state = model_path / BOOTSTRAP_MANIFEST, model_path / STATE_FILE
-    if manifest.is_file():
-        recorded = json.loads(manifest.read_text())
-        expected = {k: recorded.get(k) for k in ("history_steps", "result_refs")}
-        source = f"the policy's bootstrap ({manifest})"
-        return agent_protocol(settings, source, {**expected, "mode": "text"})
+    bootstrapped = bootstrapped_protocol(model_path)
+    if bootstrapped is not None:
+        source = f"the policy's bootstrap ({model_path / BOOTSTRAP_MANIFEST})"
+        return agent_protocol(settings, source, bootstrapped)
+    state = model_path / STATE_FILE
     published = json.loads(state.read_text()).get("protocol") if state.is_file() else None
     if published is not None:
         source = f"the checkpoint's trainer ({state})"

@@ -292,22 +292,23 @@ def _child_env(settings, model: Path) -> dict[str, str] | None:
     win more often with no training, and GRPO chooses among valid actions
     (docs/benchmarks.md, Learning).
     """
-    import json
     import os
 
-    from trainer.bootstrap.build import MANIFEST
+    from app.core.agent import AgentProtocolMismatch
+    from trainer.checkpoint_protocol import BOOTSTRAP_MANIFEST, policy_protocol
     from trainer.models import MANIFEST as CONVERTED
 
-    manifest = model / MANIFEST
-    if not manifest.exists() and not (model / CONVERTED).exists():
+    bootstrapped = (model / BOOTSTRAP_MANIFEST).exists()
+    if not bootstrapped and not (model / CONVERTED).exists():
         return None
     overrides = {}
-    recorded = json.loads(manifest.read_text()) if manifest.exists() else {}
-    history, refs = recorded.get("history_steps"), recorded.get("result_refs")
-    if "agent_history_steps" not in settings.model_fields_set and history is not None:
-        overrides["WSRL_AGENT_HISTORY_STEPS"] = str(history)
-    if "agent_result_refs" not in settings.model_fields_set and refs is not None:
-        overrides["WSRL_AGENT_RESULT_REFS"] = str(refs)
+    if bootstrapped:  # played as it was bootstrapped (a contradicting setting is refused)
+        try:
+            protocol = policy_protocol(settings, model)
+        except AgentProtocolMismatch as exc:
+            raise fail(exc) from exc
+        overrides["WSRL_AGENT_HISTORY_STEPS"] = str(protocol.history_steps)
+        overrides["WSRL_AGENT_RESULT_REFS"] = str(protocol.result_refs)
     if "agent_constrain_actions" not in settings.model_fields_set:
         overrides["WSRL_AGENT_CONSTRAIN_ACTIONS"] = "true"
     return {**os.environ, **overrides} if overrides else None

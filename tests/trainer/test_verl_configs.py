@@ -113,6 +113,21 @@ def test_a_tools_config_with_a_template_without_tools_is_refused(
     assert agent_protocol_of(text, test_settings, "fast").mode == "text"
 
 
+def test_a_bootstrapped_policy_is_played_as_it_was_bootstrapped(test_settings) -> None:
+    """The verl backend reads how a checkpoint is played where the local one does
+    (trainer.checkpoint_protocol): a config that plays the shipped tiny policy with another
+    history than its demonstrations' is refused, naming the key and the value to set."""
+    from trainer.backends.verl.config import agent_protocol_of
+    from trainer.bootstrap.shipped import SHIPPED
+
+    path = f"actor_rollout_ref.model.path={SHIPPED}"
+    played = agent_protocol_of(load_config("smoke", [path]), test_settings, "smoke")
+    assert (played.history_steps, str(played.result_refs)) == (1, "numbers")
+    other = load_config("smoke", [path, "webshop.history_steps=3"])
+    with pytest.raises(ValueError, match=r"webshop\.history_steps=3, but .* set webshop\.history"):
+        agent_protocol_of(other, test_settings, "smoke")
+
+
 def test_unknown_config_name_lists_the_choices() -> None:
     with pytest.raises(ValueError, match="smoke, fast, qwen, qwen3b, smollm2"):
         load_config("llama")

@@ -23,8 +23,14 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from app.core.agent import DEFAULT_PROTOCOL, AgentProtocol, agent_protocol
+from app.core.agent import (
+    DEFAULT_PROTOCOL,
+    AgentProtocol,
+    AgentProtocolMismatch,
+    agent_protocol,
+)
 from trainer.backends.verl.keys import OPTION_KEYS, VERL_KEYS
+from trainer.checkpoint_protocol import BOOTSTRAP_MANIFEST, bootstrapped_protocol
 from trainer.config import Lora, RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 from trainer.models import refuse_tools_unrendered
@@ -234,6 +240,16 @@ def agent_protocol_of(config: DictConfig, settings: Any, name: str = "") -> Agen
         "constrain_actions": False,
         "result_refs": str(shop.result_refs),
     }
+    model = Path(str(config.actor_rollout_ref.model.path))
+    bootstrapped = bootstrapped_protocol(model)
+    keys = {"mode": "agent_mode", "history_steps": "history_steps", "result_refs": "result_refs"}
+    for field_name, value in (bootstrapped or {}).items():
+        if expected[field_name] != value:
+            key = f"webshop.{keys[field_name]}"
+            raise AgentProtocolMismatch(
+                f"{source} plays {key}={expected[field_name]}, but {model} was bootstrapped "
+                f"on {field_name}={value} (its {BOOTSTRAP_MANIFEST}): set {key}={value}."
+            )
     return agent_protocol(
         settings,
         f"{source} (webshop.agent_mode, webshop.history_steps, webshop.max_turns, "

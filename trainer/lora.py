@@ -3,7 +3,7 @@
 A LoRA checkpoint is peft's adapter folder (``adapter_config.json`` naming the base
 model's folder, ``adapter_model.safetensors``) plus the tokenizer: a few MB where the
 whole model is hundreds. A weight sync copies only the adapter's tensors into the server's
-copy of the model (:func:`adapter_state`, :func:`load_adapter_state`); vLLM reloads the
+copy of the model (:class:`AdapterCopy`); vLLM reloads the
 adapter folder in place (``/v1/load_lora_adapter``). ``wsrl policy merge`` folds an
 adapter into its base for tools that take plain checkpoints (:func:`merge`).
 """
@@ -92,25 +92,33 @@ def wrap(model: PreTrainedModel, lora: Lora) -> Any:
         raise LoraError(f"--lora-target-modules {','.join(lora.target_modules)}: {exc}") from exc
 
 
-def adapter_state(model: Any) -> dict[str, torch.Tensor]:
-    """The adapter's tensors by parameter name (what a sync sends: the base stays where it
-    is). Views of the live tensors: load them (:func:`load_adapter_state`) before the
-    model trains again."""
-    return {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+class AdapterCopy:
+    """Copies a trained model's adapter into another copy of the same model, in place.
 
+    The pairs of tensors are found once (a look-up by name costs more than the copy); the
+    trained side is held as views of its parameters, which the optimizer updates in place,
+    so each call copies the current adapter. The base weights are never touched."""
 
-def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
-    """Copy ``state`` (from :func:`adapter_state` of a model of the same shape) into
-    ``model``'s adapter, in place: each tensor once, nothing else touched."""
-    params = dict(model.named_parameters())
-    unknown = [name for name in state if name not in params or "lora_" not in name]
-    if unknown:
-        raise LoraError(f"the adapter state does not fit the served model: {unknown[:3]}")
-    import torch
+    def __init__(self, trained: Any, served: Any) -> None:
+        sources = {n: p.detach() for n, p in trained.named_parameters() if p.requires_grad}
+        targets = dict(served.named_parameters())
+        unknown = [n for n in sources if n not in targets or "lora_" not in n]
+        if not sources or unknown:
+            raise LoraError(f"the trained adapter does not fit the served model: {unknown[:3]}")
+        self.names = list(sources)
+        self._sources = [sources[n] for n in self.names]
+        self._targets = [targets[n] for n in self.names]
 
-    with torch.no_grad():
-        for name, value in state.items():
-            params[name].copy_(value)
+    @property
+    def numel(self) -> int:
+        return sum(t.numel() for t in self._sources)
+
+    def __call__(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for target, source in zip(self._targets, self._sources, strict=True):
+                target.copy_(source)
 
 
 def merge(adapter: str | Path, out: str | Path) -> Path:

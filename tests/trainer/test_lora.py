@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 from trainer.backends.local.learner import Learner
 from trainer.backends.local.policy_server import PolicyServer
 from trainer.config import Lora, TrainerConfig
-from trainer.lora import LoraError, adapter_state, is_adapter, merge
+from trainer.lora import AdapterCopy, LoraError, is_adapter, merge
 from trainer.samples import Sample
 from trainer.tensors import collate
 
@@ -106,7 +106,7 @@ def test_a_sync_moves_only_the_adapter_into_the_server(tiny_checkpoint) -> None:
     for _ in range(2):
         learner.update(SAMPLES)
     started = time.perf_counter()
-    server.load_adapter(adapter_state(learner.model), version=2)
+    server.load_adapter(AdapterCopy(learner.model, server.model), version=2)
     adapter_s = time.perf_counter() - started
     started = time.perf_counter()
     copy.deepcopy(learner.model)

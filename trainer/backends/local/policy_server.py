@@ -30,6 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from trainer.constrained import ConstraintError, compile_pattern, regex_of
 from trainer.generation import Generation, GenerationRequest, generate_batch
+from trainer.lora import AdapterCopy
 
 logger = logging.getLogger(__name__)
 
@@ -92,14 +93,12 @@ class PolicyServer:
             self.model, self.version = model.eval(), version
         logger.info("policy server now serves version %d", version)
 
-    def load_adapter(self, state: dict[str, Any], version: int) -> None:
-        """Serve the LoRA adapter ``state`` (:func:`trainer.lora.adapter_state`) over the
-        same base weights as ``version`` from the next batch on (waits for the current
+    def load_adapter(self, copy: AdapterCopy, version: int) -> None:
+        """Serve the trained LoRA adapter (``copy`` puts it into the served model, whose
+        base weights stay) as ``version`` from the next batch on (waits for the current
         one): an adapter-only sync."""
-        from trainer.lora import load_adapter_state
-
         with self._lock:
-            load_adapter_state(self.model, state)
+            copy()
             self.version = version
         logger.info("policy server now serves version %d (adapter)", version)
 

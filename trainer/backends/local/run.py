@@ -31,6 +31,7 @@ from trainer.backends.local.policy_server import PolicyServer, ServerHandle
 from trainer.checkpoint_protocol import policy_protocol
 from trainer.config import RunConfig, TrainerConfig
 from trainer.loop import LoopOptions, TrainLoop, build_loop, resume
+from trainer.lora import AdapterCopy
 from trainer.publish import committed_step
 from trainer.samples import RolloutRecord, Sample, build_samples
 from trainer.tracking import MetricsLogger
@@ -57,6 +58,7 @@ class LocalBackend:
     ) -> None:
         self.learner, self.server, self.config, self.options = learner, server, config, options
         self.protocol = protocol
+        self._adapter_copy: AdapterCopy | None = None
 
     def prepare(
         self, records: Sequence[RolloutRecord], returns: Mapping[str, float]
@@ -94,9 +96,9 @@ class LocalBackend:
         """The new weights to the policy server: with LoRA the adapter alone, else a copy
         of the whole model."""
         if self.learner.lora.enabled:
-            from trainer.lora import adapter_state
-
-            self.server.load_adapter(adapter_state(self.learner.model), version)
+            if self._adapter_copy is None:  # the served model is the one the server started on
+                self._adapter_copy = AdapterCopy(self.learner.model, self.server.model)
+            self.server.load_adapter(self._adapter_copy, version)
         else:
             self.server.swap(copy.deepcopy(self.learner.model), version)
 

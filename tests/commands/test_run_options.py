@@ -96,6 +96,8 @@ def test_a_field_added_to_the_run_configuration_is_an_option_everywhere(tmp_path
     own, is in ``wsrl train --help`` and ``--print-config`` with its help and default, is
     set by its flag, its variable and a file, and the verl backend, with no key for it,
     refuses it by name."""
+    toml = tmp_path / "run.toml"
+    toml.write_text("[sampling]\ntop_p = 0.7\n")
     script = textwrap.dedent(
         """
         import dataclasses, sys
@@ -119,6 +121,7 @@ def test_a_field_added_to_the_run_configuration_is_an_option_everywhere(tmp_path
             (["train", "--top-p", "0.9", "--print-config"], {}),
             (["train", "--print-config"], {"WSRL_TRAIN_TOP_P": "0.8"}),
             (["train", "--backend", "verl", "--top-p", "0.9"], {}),
+            (["train", "--config-file", sys.argv[1], "--print-config"], {}),
         ):
             result = runner.invoke(cli, args, env=env, terminal_width=200)
             print(f"=== {result.exit_code}")
@@ -126,13 +129,14 @@ def test_a_field_added_to_the_run_configuration_is_an_option_everywhere(tmp_path
         """
     )
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        [sys.executable, "-c", script, str(toml)], capture_output=True, text=True, check=True
     ).stdout
-    helps, flagged, from_env, verl = out.split("=== ")[1:]
+    helps, flagged, from_env, verl, from_file = out.split("=== ")[1:]
     assert "--top-p" in helps and "Nucleus sampling's probability mass." in helps
     assert "sampling.top_p = 0.9  (flag --top-p)" in flagged
     assert "sampling.top_p = 0.8  (env WSRL_TRAIN_TOP_P)" in from_env
     assert verl.startswith("2") and "--top-p: the verl backend cannot honour it" in verl
+    assert f"sampling.top_p = 0.7  (file {toml})" in from_file
 
 
 def test_dev_passes_what_a_file_and_the_environment_set_to_its_trainer(

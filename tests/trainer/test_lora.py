@@ -163,3 +163,12 @@ def test_wsrl_policy_merge_writes_a_whole_checkpoint_or_nothing(
     plain = runner.invoke(cli, ["policy", "merge", str(out), "--out", str(tmp_path / "x")])
     assert plain.exit_code == 1 and "holds no LoRA adapter" in plain.output
     assert not (tmp_path / "x").exists()
+
+
+def test_the_kl_reference_of_an_adapter_is_its_base_with_no_second_copy(tiny_checkpoint) -> None:
+    learner = Learner(tiny_checkpoint, TrainerConfig(lr=3e-2, kl_coef=0.1), lora=LORA)
+    assert learner.reference is None  # the base under the adapter is the reference
+    first = learner.update(SAMPLES)
+    assert first["losses/kl"] == pytest.approx(0.0, abs=1e-9)  # a fresh adapter adds nothing
+    later = [learner.update(SAMPLES)["losses/kl"] for _ in range(3)]
+    assert later[-1] > 1e-6, later

@@ -171,6 +171,7 @@ def eval_command(
     from app.config import get_settings
     from app.work_progress import WorkProgress
     from trainer.checkpoint_protocol import policy_protocol
+    from trainer.lora import is_adapter
     from trainer.models import ModelError, resolve_model
 
     settings = get_settings()
@@ -178,9 +179,11 @@ def eval_command(
         model = resolve_model(settings.data_dir, str(model)) or model
     except ModelError as exc:
         raise typer.BadParameter(str(exc), param_hint="--model") from exc
-    if not (model / "config.json").is_file():
+    if not (model / "config.json").is_file() and not is_adapter(model):
         raise typer.BadParameter(
-            f"{model} is not a checkpoint folder (no config.json)", param_hint="--model"
+            f"{model} is not a checkpoint folder (no config.json) nor a LoRA adapter (no "
+            "adapter_config.json)",
+            param_hint="--model",
         )
     with WorkProgress(console, settings.progress_every_s) as progress:
         env = load_env(settings, progress)
@@ -220,10 +223,18 @@ def _evaluate(
     from app.config import get_settings
     from app.work_progress import WorkProgress
     from trainer.bootstrap.inprocess_eval import evaluate
+    from trainer.config import Lora
+    from trainer.lora import LoraError, adapter_rank, is_adapter, load_policy
 
     ids = held_out_goal_ids(env, goals)
-    model = AutoModelForCausalLM.from_pretrained(str(target)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(target))
+    if is_adapter(target):  # a LoRA checkpoint: its adapter over its base
+        try:
+            model = load_policy(target, Lora(rank=adapter_rank(target)), trainable=False)
+        except LoraError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--model") from exc
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(target)).eval()
     tests = min(len(ids), len(env.goal_ids("test")))  # the test split comes first
     console.print(
         f"{len(ids)} held-out goals ({tests} test, {len(ids) - tests} eval), "

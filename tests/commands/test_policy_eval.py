@@ -117,6 +117,25 @@ def test_eval_plays_a_train_step_as_its_trainer_published_it(
     assert "2-step limit, 1 step of history, results by number," in " ".join(result.output.split())
 
 
+def test_eval_plays_a_lora_checkpoint_over_its_base(
+    settings_env, random_policy: Path, tmp_path: Path
+) -> None:
+    """A --lora-rank run's checkpoint is an adapter folder (no config.json): eval plays it
+    over the base it names; with the base gone, the error says where it was."""
+    from trainer.backends.local.learner import Learner
+    from trainer.config import Lora, TrainerConfig
+
+    adapter = Learner(random_policy, TrainerConfig(), lora=Lora(rank=2)).save(tmp_path / "step-1")
+    args = ["policy", "eval", "--model", str(adapter), "--goals", "2"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "2 held-out goals" in " ".join(result.output.split())
+    moved = random_policy.rename(tmp_path / "moved")
+    result = runner.invoke(cli, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 2 and "is a LoRA adapter over" in " ".join(result.output.split())
+    assert moved.exists()
+
+
 @pytest.mark.parametrize(
     ("option", "said"),
     [("--result-choice", "'best': random or first"), ("--result-refs", "'best': numbers or ids")],

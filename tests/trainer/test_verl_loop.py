@@ -259,3 +259,33 @@ def test_the_scheduler_draws_openings_and_queues_evaluations_on_the_verl_path(
     # The starting weights, then version 2 (version 1 is not a multiple of eval_every).
     assert len(evals) == 4 and {str(r.start) for r in evals} == {"search"}
     assert all(r.sampling.get("temperature") == 0.0 for r in evals)
+
+
+def test_the_task_runner_carries_the_run_configuration_to_its_actor() -> None:
+    """The verl entry reads the composed config into a RunConfig once and hands it to the
+    trainer in Ray's actor process as data: the actor class, pickled by value as Ray ships
+    it, holds it (the trainer no longer re-reads the loop's settings from Hydra)."""
+    import pickle
+
+    import cloudpickle
+
+    from trainer.backends.verl.entry import task_runner
+    from trainer.config import RunConfig
+
+    def carried(value: object, depth: int = 0) -> list[RunConfig]:
+        """The RunConfigs ``value`` (a class, a function) holds in its closures."""
+        if isinstance(value, RunConfig):
+            return [value]
+        if depth > 4:
+            return []
+        if isinstance(value, type):
+            return [r for v in vars(value).values() for r in carried(v, depth + 1)]
+        cells = getattr(value, "__closure__", None) or ()
+        wrapped = getattr(value, "__wrapped__", None)
+        inner = [c.cell_contents for c in cells] + ([wrapped] if wrapped else [])
+        return [r for v in inner for r in carried(v, depth + 1)]
+
+    run = run_config(load_config("fast", ["actor_rollout_ref.rollout.n=3"]))
+    shipped = pickle.loads(cloudpickle.dumps(task_runner(run)))
+    found = carried(shipped)
+    assert found and all(r == run for r in found) and found[0].algorithm.group_size == 3

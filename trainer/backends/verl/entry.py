@@ -56,17 +56,22 @@ def make_metrics_logger(config: DictConfig) -> Any:
 
 
 def _runner_class(run: RunConfig) -> Any:
-    """The Ray task runner (defined lazily: importing ray and verl's workers is slow). It
-    carries ``run``, the run configuration the verl config means, to the trainer's process
-    as data (Ray pickles the class with what it closes over)."""
+    """The Ray task runner (defined lazily: importing ray and verl's workers is slow)."""
     import ray
+
+    return ray.remote(task_runner(run))
+
+
+def task_runner(run: RunConfig) -> type:
+    """The task runner's class. It carries ``run``, the run configuration the verl config
+    means, to the trainer's process as data: Ray pickles a class defined here by value,
+    with what it closes over."""
     from verl.trainer.main_ppo_v0 import BaseTaskRunner
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     from trainer.backends.verl.trainer import WebShopPPOTrainer
 
-    @ray.remote
     class WebShopTaskRunner(BaseTaskRunner):
         def run(self, config: DictConfig) -> None:
             # A Ray actor is a process of its own: without this, its INFO lines (steps,

@@ -140,27 +140,13 @@ def test_a_field_added_to_the_run_configuration_is_an_option_everywhere(tmp_path
 
 
 def test_dev_passes_what_a_file_and_the_environment_set_to_its_trainer(
-    monkeypatch: pytest.MonkeyPatch, test_settings, tmp_path: Path
+    dev_trainer_options, tmp_path: Path
 ) -> None:
-    from app.commands import dev
-
-    seen: list[list[str]] = []
-
-    def start_children(supervisor, settings, model, trainer_options, threads) -> None:
-        seen.append(trainer_options)
-        raise dev._Stop
-
-    monkeypatch.setattr("app.config.get_settings", lambda: test_settings)
-    monkeypatch.setattr(dev, "_prepare", lambda settings: None)
-    monkeypatch.setattr(dev, "_check_ports", lambda settings: None)
-    monkeypatch.setattr(dev, "_start_children", start_children)
     toml = tmp_path / "run.toml"
     toml.write_text("[lora]\nrank = 4\n[algorithm]\nrecompute_old_logprobs = false\n")
     env = {"WSRL_TRAIN_KL_COEF": "0.01"}
-    args = ["dev", "--model", "m", "--config-file", str(toml), "--eval-goals", "20"]
-    result = runner.invoke(cli, args, env=env)
-    assert len(seen) == 1, result.output
-    [options] = seen
+    args = ["--model", "m", "--config-file", str(toml), "--eval-goals", "20"]
+    options = dev_trainer_options(args, env)
 
     def value(flag: str) -> str:
         return options[options.index(flag) + 1]

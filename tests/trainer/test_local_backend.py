@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers.learner_samples import SAMPLES, sample
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trainer.backends.local.learner import Learner
@@ -15,19 +16,6 @@ from trainer.tensors import (
     token_entropy,
     token_logprobs,
 )
-
-
-def sample(rid: str, prompt: list[int], response: list[int], advantage: float) -> Sample:
-    n = len(prompt) + len(response)
-    mask = [0] * len(prompt) + [1] * len(response)
-    return Sample(rid, "g", prompt + response, mask, [-1.0] * n, advantage, 0)
-
-
-SAMPLES = [
-    sample("good", [1, 30, 40], [50, 60, 2], 1.0),
-    sample("bad", [1, 30, 40, 41], [70, 80, 2], -1.0),
-    sample("good2", [1, 31], [50, 60, 2], 1.0),
-]
 
 
 def response_logprob(backend: Learner, s: Sample) -> float:

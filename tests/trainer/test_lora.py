@@ -10,6 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 import torch
+from helpers.learner_samples import SAMPLES
 from transformers import AutoModelForCausalLM
 
 from trainer.backends.local.learner import Learner
@@ -20,19 +21,6 @@ from trainer.samples import Sample
 from trainer.tensors import collate
 
 LORA = Lora(rank=4, alpha=8)
-
-
-def sample(rid: str, prompt: list[int], response: list[int], advantage: float) -> Sample:
-    n = len(prompt) + len(response)
-    mask = [0] * len(prompt) + [1] * len(response)
-    return Sample(rid, "g", prompt + response, mask, [-1.0] * n, advantage, 0)
-
-
-SAMPLES = [
-    sample("good", [1, 30, 40], [50, 60, 2], 1.0),
-    sample("bad", [1, 30, 40, 41], [70, 80, 2], -1.0),
-    sample("good2", [1, 31], [50, 60, 2], 1.0),
-]
 
 
 def response_logprobs(learner: Learner) -> torch.Tensor:

@@ -17,12 +17,14 @@ it this module is skipped; CI builds it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -175,6 +177,24 @@ class Calls:
         pass
 
 
+@contextlib.contextmanager
+def _clients(vllm: Vllm, test_settings: Settings) -> Iterator[tuple[Redis, Any]]:
+    """Redis and Postgres for a test that serves through ``vllm``; at the end the endpoint
+    is withdrawn (retired, or workers would restore it), vLLM stopped, the clients closed."""
+    from app.core.endpoint import withdraw_policy
+
+    redis = Redis.from_url(test_settings.resolved_redis_url())
+    engine = make_engine(test_settings)
+    try:
+        yield redis, engine
+    finally:
+        with session_scope(engine) as session:
+            withdraw_policy(session, redis)
+        vllm.stop()
+        redis.close()
+        engine.dispose()
+
+
 def _play(
     settings: Settings,
     env_url: str,
@@ -236,11 +256,9 @@ def test_episodes_on_vllm_record_what_the_trainer_computes_and_a_sync_serves_the
     from transformers import AutoTokenizer
 
     first, second = checkpoints
-    redis = Redis.from_url(test_settings.resolved_redis_url())
-    engine = make_engine(test_settings)
     settings = test_settings.model_copy(update={"llm_retry_budget_s": 30.0})
     tokenizer = AutoTokenizer.from_pretrained(first)
-    try:
+    with _clients(vllm, test_settings) as (redis, engine):
         vllm.start(first)
         with session_scope(engine) as session:
             from helpers.api_rows import fresh_version
@@ -272,14 +290,6 @@ def test_episodes_on_vllm_record_what_the_trainer_computes_and_a_sync_serves_the
             assert torch.allclose(new, torch.tensor(call.response_logprobs), atol=1e-4)
             old = _trainer_logprobs(first, call)
             assert not torch.allclose(old, torch.tensor(call.response_logprobs), atol=1e-4)
-    finally:
-        from app.core.endpoint import withdraw_policy
-
-        with session_scope(engine) as session:  # retire it, or workers would restore it
-            withdraw_policy(session, redis)
-        vllm.stop()
-        redis.close()
-        engine.dispose()
 
 
 SMOLLM2_LOGPROB_ATOL = 2e-2
@@ -350,6 +360,28 @@ def _assert_close(ours: list[torch.Tensor], calls: list[LLMCall]) -> float:
     return worst
 
 
+def _play_constrained(
+    settings: Settings, env_url: str, redis: Redis, goals: range
+) -> list[LLMCall]:
+    """Episodes with replies limited to the page's actions, greedy: vLLM's grammar admits
+    byte-fallback tokens (pieces of a UTF-8 character) inside a search's free text, the
+    local trainer's token index leaves them out, so a sampled reply holding one cannot be
+    replayed (seen once)."""
+    return _play(
+        settings, env_url, redis, goals, constrain_actions=True, max_tokens=40, temperature=0.0
+    )
+
+
+def _moved(before: Path, calls: list[LLMCall]) -> float:
+    """How far the weights at ``before`` are from the recorded logprobs of ``calls`` (the
+    largest difference per token): a sync that served new weights moves them."""
+    old = _learner_logprobs(before, calls)
+    return max(
+        float((o - torch.tensor(c.response_logprobs)).abs().max())
+        for o, c in zip(old, calls, strict=True)
+    )
+
+
 def test_smollm2_on_vllm_with_its_own_template_eos_and_valid_actions_and_a_sync(
     smollm2: Path,
     smollm2_synced: Path,
@@ -359,13 +391,11 @@ def test_smollm2_on_vllm_with_its_own_template_eos_and_valid_actions_and_a_sync(
 ) -> None:
     from transformers import AutoTokenizer
 
-    redis = Redis.from_url(test_settings.resolved_redis_url())
-    engine = make_engine(test_settings)
     settings = test_settings.model_copy(update={"llm_retry_budget_s": 30.0})
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     opened = tokenizer.encode("<|im_start|>assistant\n")  # the assistant's turn, opened
-    try:
+    with _clients(vllm, test_settings) as (redis, engine):
         vllm.start(smollm2)
         from helpers.api_rows import fresh_version
 
@@ -373,13 +403,7 @@ def test_smollm2_on_vllm_with_its_own_template_eos_and_valid_actions_and_a_sync(
         with session_scope(engine) as session:
             publish_policy(session, redis, PolicyEndpoint(vllm.base_url, "policy", version))
         free = _play(settings, env_server.url, redis, range(1), max_steps=2, max_tokens=16)
-        # greedy under the constraint: vLLM's grammar admits byte-fallback tokens (pieces of
-        # a UTF-8 character) inside a search's free text, the local trainer's token index
-        # leaves them out, so a sampled reply holding one cannot be replayed (seen once)
-        constrained = _play(
-            settings, env_server.url, redis, range(1, 3), constrain_actions=True,
-            max_tokens=40, temperature=0.0,
-        )  # fmt: skip
+        constrained = _play_constrained(settings, env_server.url, redis, range(1, 3))
         assert free and len(constrained) >= 2
         for call in free + constrained:
             assert call.trainable, call.untrainable_reason
@@ -400,27 +424,12 @@ def test_smollm2_on_vllm_with_its_own_template_eos_and_valid_actions_and_a_sync(
         worst = _assert_close(_learner_logprobs(smollm2, free + constrained), free + constrained)
 
         _sync(vllm, engine, redis, smollm2_synced, version + 1)
-        synced = _play(
-            settings, env_server.url, redis, range(3, 4), constrain_actions=True,
-            max_tokens=40, temperature=0.0,
-        )  # fmt: skip
+        synced = _play_constrained(settings, env_server.url, redis, range(3, 4))
         assert synced and all(c.policy_version == version + 1 for c in synced)
         worst = max(worst, _assert_close(_learner_logprobs(smollm2_synced, synced), synced))
-        old = _learner_logprobs(smollm2, synced)
-        moved = max(
-            float((o - torch.tensor(c.response_logprobs)).abs().max())
-            for o, c in zip(old, synced, strict=True)
-        )
+        moved = _moved(smollm2, synced)
         assert moved > 10 * SMOLLM2_LOGPROB_ATOL, moved
         print(f"SmolLM2 on vLLM: the old weights' logprobs off by {moved:.2e} after the sync")
-    finally:
-        from app.core.endpoint import withdraw_policy
-
-        with session_scope(engine) as session:
-            withdraw_policy(session, redis)
-        vllm.stop()
-        redis.close()
-        engine.dispose()
 
 
 def test_the_trainer_logs_below_error_after_a_process_imports_vllm() -> None:
@@ -483,8 +492,6 @@ def test_smollm2_with_a_lora_adapter_on_vllm_and_an_adapter_only_sync(
     from trainer.backends.local.learner import Learner
     from trainer.config import Lora, TrainerConfig
 
-    redis = Redis.from_url(test_settings.resolved_redis_url())
-    engine = make_engine(test_settings)
     settings = test_settings.model_copy(update={"llm_retry_budget_s": 30.0})
     learner = Learner(smollm2, TrainerConfig(lr=1e-3), lora=Lora(rank=8, alpha=16))
     _trained_adapter(learner, learner.tokenizer, updates=3)
@@ -492,7 +499,7 @@ def test_smollm2_with_a_lora_adapter_on_vllm_and_an_adapter_only_sync(
     _trained_adapter(learner, learner.tokenizer, updates=3)
     second = learner.save(tmp_path / "adapter-2")
     base = str(smollm2.resolve())
-    try:
+    with _clients(vllm, test_settings) as (redis, engine):
         started = time.perf_counter()
         vllm.start(smollm2, adapter=first)
         start_s = time.perf_counter() - started
@@ -502,39 +509,21 @@ def test_smollm2_with_a_lora_adapter_on_vllm_and_an_adapter_only_sync(
         with session_scope(engine) as session:
             endpoint = PolicyEndpoint(vllm.base_url, "policy", version, base_model=base)
             publish_policy(session, redis, endpoint, checkpoint=str(first))
-        calls = _play(
-            settings, env_server.url, redis, range(1, 3), constrain_actions=True,
-            max_tokens=40, temperature=0.0,
-        )  # fmt: skip
+        calls = _play_constrained(settings, env_server.url, redis, range(1, 3))
         assert len(calls) >= 2 and all(c.policy_version == version for c in calls)
         worst = _assert_close(_learner_logprobs(first, calls), calls)
 
         sync_s = _sync_adapter(vllm, engine, redis, second, version + 1, base)
-        synced = _play(
-            settings, env_server.url, redis, range(3, 4), constrain_actions=True,
-            max_tokens=40, temperature=0.0,
-        )  # fmt: skip
+        synced = _play_constrained(settings, env_server.url, redis, range(3, 4))
         assert synced and all(c.policy_version == version + 1 for c in synced)
         worst = max(worst, _assert_close(_learner_logprobs(second, synced), synced))
-        old = _learner_logprobs(first, synced)
-        moved = max(
-            float((o - torch.tensor(c.response_logprobs)).abs().max())
-            for o, c in zip(old, synced, strict=True)
-        )
+        moved = _moved(first, synced)
         assert moved > 10 * SMOLLM2_LOGPROB_ATOL, moved
         print(
             f"SmolLM2 LoRA on vLLM: adapter sync {sync_s:.3f}s, vLLM start on the base "
             f"{start_s:.1f}s (a full sync restarts it); logprobs within {worst:.2e}"
         )
         assert sync_s * 5 < start_s, (sync_s, start_s)
-    finally:
-        from app.core.endpoint import withdraw_policy
-
-        with session_scope(engine) as session:
-            withdraw_policy(session, redis)
-        vllm.stop()
-        redis.close()
-        engine.dispose()
 
 
 def _sync_adapter(

@@ -27,10 +27,11 @@ class WorkProgress:
     """Progress of long work in phases, as ``update(phase, done, total, detail)`` calls.
 
     On a terminal: one rich bar per phase (done/total, elapsed, ETA, detail). Otherwise
-    (logs, pipes, CI): a plain line when a phase starts or ends, and at most every
-    ``every_s`` seconds in between (``WSRL_PROGRESS_EVERY_S``), with the same numbers and
-    the rate. Each line is flushed as it is printed, so a log file shows it at once. Use
-    it as a context manager.
+    (logs, pipes, CI): a plain line when a phase starts or ends, and every ``every_s``
+    seconds in between (``WSRL_PROGRESS_EVERY_S``) while updates come, with the same
+    numbers and the rate; a count that has not moved is said again at that pace, so that
+    a stalled evaluation still shows it is waiting. Each line is flushed as it is printed,
+    so a log file shows it at once. Use it as a context manager.
     """
 
     def __init__(self, console: Console, every_s: float = 10.0) -> None:
@@ -71,9 +72,10 @@ class WorkProgress:
         new_phase = phase != self._phase
         if new_phase:
             self._phase, self._phase_started = phase, now
-        if (done, total) == self._last_count and not new_phase:
-            return  # said already (a phase's end reported twice)
-        if new_phase or done >= total or now - self._last_line >= self.every_s:
+        due = now - self._last_line >= self.every_s
+        if (done, total) == self._last_count and not new_phase and (done >= total or not due):
+            return  # said already: a phase's end once, a count that has not moved once a period
+        if new_phase or done >= total or due:
             self._last_line, self._last_count = now, (done, total)
             self.console.print(self._line(phase, done, total, detail, now), highlight=False)
 

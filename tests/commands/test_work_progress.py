@@ -40,6 +40,24 @@ def test_plain_lines_when_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "\x1b" not in out.getvalue()
 
 
+def test_a_count_that_does_not_move_is_said_again_at_the_steady_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``wsrl eval`` polls every 2 s; with no worker on the queue the count stays at 0 and
+    a log must still show, every period, that it waits."""
+    console, out = _console(tty=False)
+    clock = iter([0.0, 2.0, 4.0, 10.0, 12.0, 20.0])
+    monkeypatch.setattr("app.work_progress.time.monotonic", lambda: next(clock))
+    with WorkProgress(console, every_s=10.0) as progress:
+        for _ in range(6):
+            progress.update("evaluating", 0, 4)
+    assert out.getvalue().splitlines() == [
+        "evaluating: 0/4 (0%), elapsed 0s",
+        "evaluating: 0/4 (0%), elapsed 10s",
+        "evaluating: 0/4 (0%), elapsed 20s",
+    ]
+
+
 def test_a_bar_with_eta_on_a_terminal() -> None:
     console, out = _console(tty=True)
     with WorkProgress(console) as progress:

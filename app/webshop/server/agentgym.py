@@ -9,10 +9,10 @@ ends it and answers whether it was open.
 
 Bodies are typed strictly, as the other families' (``env_idx: "10"`` is a 422; the real
 server's pydantic coerced it, but AgentGym's client sends the integers ``/create``
-returned). An empty action is played, as the real server plays it (a no-op step):
-AgentGym's client sends whatever its parser read after a reply's ``Action:``, empty too,
-and asserts a 200 on every step, so a 422 would end its run.
-Its sessions live in the same store as the native ones (same TTL and cap); an env id is
+returned); unknown fields are ignored, as there. An empty action is played, as the real
+server plays it (a no-op step): AgentGym's client sends whatever its parser read after a
+reply's ``Action:``, empty too, and asserts a 200 on every step, so a 422 would end its
+run. Its sessions live in the same store as the native ones (same TTL and cap); an env id is
 kept as the store key ``ag-<id>``.
 """
 

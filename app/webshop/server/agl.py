@@ -3,7 +3,8 @@
 That server speaks ``POST /reset {session_id?, instruction?, task_id?}``, ``POST /step
 {session_id, action}`` and ``GET /health``; bad bodies are 400 (an empty action too: "action
 is required" there) and errors carry ``"error"``. Bodies are typed strictly, as the other
-families' (``goal_id: true`` is a 400, not goal 1). The goal of a reset:
+families' (``goal_id: true`` is a 400, not goal 1); unknown fields are ignored, as there.
+The goal of a reset:
 
 - ``instruction`` picks the goal with that instruction text (case, spacing and the price
   text ignored): a served goal, else one of the catalog's human goals (the
@@ -28,10 +29,11 @@ reaches a native or AgentGym session (``"ag-3"`` once reset AgentGym's env 3).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from app.webshop.env import Goal
 from app.webshop.server.deps import ClientDep, ServiceDep
@@ -44,10 +46,23 @@ KEY_PREFIX = "agl-"
 _ID_ALIASES = AliasChoices("session_id", "sessionId")
 
 
+def _index_or_key(value: object) -> object:
+    """One message for a reset's ``session_id`` of neither type (pydantic words one per
+    member of the union, under ``session_id.int`` and ``session_id.str``)."""
+    if value is None or (isinstance(value, int | str) and not isinstance(value, bool)):
+        return value
+    raise PydanticCustomError(
+        "index_or_key", "Input should be a goal index (an integer) or a session id (a string)"
+    )
+
+
+IndexOrKey = Annotated[int | str | None, BeforeValidator(_index_or_key)]
+
+
 class ResetBody(BaseModel):
     model_config = ConfigDict(strict=True)
 
-    session_id: int | str | None = Field(default=None, validation_alias=_ID_ALIASES)
+    session_id: IndexOrKey = Field(default=None, validation_alias=_ID_ALIASES)
     goal_id: int | None = Field(default=None, validation_alias=AliasChoices("goal_id", "goalId"))
     instruction: str | None = Field(default=None, max_length=MAX_ACTION_CHARS)
 

@@ -42,6 +42,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from app.config import Settings
+from app.core.endpoint import withdraw_endpoint
 from app.db import migrate
 from app.db.session import make_engine
 from app.embedded.ports import process_alive
@@ -359,3 +360,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_settings(
+    make_database: Callable[[], str], test_settings: Settings, tmp_path: Path
+) -> Iterator[Settings]:
+    """Settings on a freshly migrated database of this test alone (a trainer trains every
+    group it finds), ``data_dir`` in the test's tmp dir.
+
+    Redis is the session's: what a trainer publishes there is withdrawn afterwards, or the
+    workers of later tests would call the endpoint it left (the record wins over
+    ``WSRL_LLM_BASE_URL``)."""
+    url = make_database()
+    migrate.upgrade(url)
+    yield test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path})
+    client = redis.Redis.from_url(test_settings.resolved_redis_url())
+    try:
+        withdraw_endpoint(client)
+    finally:
+        client.close()

@@ -232,6 +232,7 @@ class TrainLoop:
         self.backend, self.publisher, self.scheduler = backend, publisher, scheduler
         self.step, self.version = step, version
         self.metrics = metrics
+        self.outages = publisher.outages
         self.eval_rounds = EvalRounds(sessions, metrics) if metrics is not None else None
 
     # --- start / restart ---------------------------------------------------------------
@@ -249,22 +250,29 @@ class TrainLoop:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not stop.is_set():
             if self.scheduler is not None:
-                with session_scope(self.sessions) as session:
-                    self.scheduler.top_up(session)
-            with session_scope(self.sessions) as session:
-                records, selection = load_ready_groups(
-                    session,
-                    self.version,
-                    self.config.max_staleness,
-                    self.config.batch_groups,
-                    self.config.min_group_rollouts,
-                )
+                self.outages("topping up the queue", self._top_up)
+            records, selection = self.outages("looking for ready groups", self._ready_groups)
             if len(selection.selected) >= self.config.batch_groups:
                 return records, selection
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             stop.wait(self.options.poll_s)
         return None
+
+    def _top_up(self) -> None:
+        assert self.scheduler is not None
+        with session_scope(self.sessions) as session:
+            self.scheduler.top_up(session)
+
+    def _ready_groups(self) -> tuple[list[RolloutRecord], Selection]:
+        with session_scope(self.sessions) as session:
+            return load_ready_groups(
+                session,
+                self.version,
+                self.config.max_staleness,
+                self.config.batch_groups,
+                self.config.min_group_rollouts,
+            )
 
     def train_on(
         self, records: list[RolloutRecord], selection: Selection, wait_s: float
@@ -296,9 +304,15 @@ class TrainLoop:
             metrics["update/skipped"] = 1.0
         metrics["policy/version"] = float(version)
         started = time.perf_counter()
-        with session_scope(self.sessions) as session:
-            rollout_ids = [r.rollout_id for r in records]
-            commit_step(session, step, version, rollout_ids, selection, {**metrics, **times})
+        rollout_ids = [r.rollout_id for r in records]
+
+        def commit() -> None:
+            with session_scope(self.sessions) as session:
+                if session.get(TrainStep, step) is not None:
+                    return  # committed, though the connection dropped before it said so
+                commit_step(session, step, version, rollout_ids, selection, {**metrics, **times})
+
+        self.outages(f"committing step {step}", commit)
         times["time/commit_s"] = time.perf_counter() - started
         self.step = step
         if version != self.version:
@@ -309,16 +323,22 @@ class TrainLoop:
                 self._enqueue_eval()
         times["time/step_s"] = sum(v for k, v in times.items() if k != "time/wait_s")
         times["perf/episodes_per_s"] = len(records) / max(wait_s + times["time/step_s"], 1e-9)
-        with session_scope(self.sessions) as session:
-            merge_metrics(session, step, times)
+        def merge() -> None:
+            with session_scope(self.sessions) as session:
+                merge_metrics(session, step, times)
+
+        self.outages(f"step {step}'s times", merge)
         metrics.update(times)
         self._log(step, version, metrics, len(records))
         return StepResult(step, version, len(records), metrics)
 
     def _update(self, batch: Any, step: int, metrics: dict[str, Any], times: dict) -> int:
         """The backend's update; returns the version its weights now are."""
-        with session_scope(self.sessions) as session:
-            version = next_version(session, self.version)
+        def next_free() -> int:
+            with session_scope(self.sessions) as session:
+                return next_version(session, self.version)
+
+        version = self.outages("numbering the next version", next_free)
         if self.backend.pauses_serving:
             self.publisher.publish(self.version, EndpointStatus.PAUSED, None)
         started = time.perf_counter()
@@ -330,7 +350,7 @@ class TrainLoop:
         if self.metrics is not None:
             self.metrics.log(metrics, step)
         if self.eval_rounds is not None:
-            self.eval_rounds.log_finished()
+            self.outages("logging held-out rounds", self.eval_rounds.log_finished)
         logger.info(
             "step %d -> v%d: reward %.3f success %.2f on %d rollouts (%.1f s)",
             step,
@@ -342,14 +362,19 @@ class TrainLoop:
         )
 
     def _enqueue_eval(self, only_if_first: bool = False) -> None:
-        if self.scheduler is None or not self.options.eval_every:
+        scheduler = self.scheduler
+        if scheduler is None or not self.options.eval_every:
             return
-        with session_scope(self.sessions) as session:
-            if only_if_first and session.scalar(
-                select(Rollout.id).where(Rollout.mode == RolloutMode.EVAL).limit(1)
-            ):
-                return
-            self.scheduler.enqueue_eval(session)
+
+        def enqueue() -> None:
+            with session_scope(self.sessions) as session:
+                if only_if_first and session.scalar(
+                    select(Rollout.id).where(Rollout.mode == RolloutMode.EVAL).limit(1)
+                ):
+                    return
+                scheduler.enqueue_eval(session)
+
+        self.outages("queueing a held-out round", enqueue)
 
     def _informative(self, records: list[RolloutRecord]) -> tuple[list[RolloutRecord], int]:
         """The records worth a gradient, and how many groups were left out as flat."""
@@ -377,6 +402,7 @@ class TrainLoop:
         no batch in time) does not wait; either way the episodes left are cancelled:
         :meth:`finish_evaluation`."""
         stop = stop or threading.Event()
+        self.outages.stop = stop
         results: list[StepResult] = []
         started_at = self._now()
         self._enqueue_eval(only_if_first=True)  # the starting weights' baseline
@@ -399,8 +425,11 @@ class TrainLoop:
         return results
 
     def _now(self) -> Any:
-        with session_scope(self.sessions) as session:
-            return session.scalar(select(func.now()))
+        def now() -> Any:
+            with session_scope(self.sessions) as session:
+                return session.scalar(select(func.now()))
+
+        return self.outages("reading the database's clock", now)
 
     def finish_evaluation(self, stop: threading.Event, since: Any, timeout_s: float) -> bool:
         """Wait until no evaluation episode queued since ``since`` is queued or running, so
@@ -418,12 +447,15 @@ class TrainLoop:
             Rollout.status.in_(UNFINISHED_ROLLOUT_STATUSES),
             Rollout.created_at >= since,
         )
-        while True:
+        def still_pending() -> list[Any]:
             with session_scope(self.sessions) as session:
-                pending = session.scalars(unfinished).all()
+                return list(session.scalars(unfinished).all())
+
+        while True:
+            pending = self.outages("waiting for the last held-out round", still_pending)
             if not pending:
                 if self.eval_rounds is not None:
-                    self.eval_rounds.log_finished()
+                    self.outages("logging held-out rounds", self.eval_rounds.log_finished)
                 return True
             if stop.is_set() or time.monotonic() - started >= timeout_s:
                 break

@@ -23,6 +23,7 @@ from app.core.agent import AgentProtocol
 from app.core.endpoint import EndpointStatus, PolicyEndpoint, publish_policy
 from app.db.models import TrainStep
 from app.db.session import session_scope
+from trainer.outages import OutageWait
 
 
 def committed_step(session: Session) -> int:
@@ -48,8 +49,10 @@ class Publisher:
         model_name: str,
         protocol: AgentProtocol,
         base_model: str | None = None,
+        outages: OutageWait | None = None,
     ) -> None:
         self.sessions, self.redis = sessions, redis
+        self.outages = outages or OutageWait()
         self.base_url, self.model_name = base_url, model_name
         self.protocol = protocol
         self.base_model = base_model
@@ -61,10 +64,15 @@ class Publisher:
         )
 
     def publish(self, version: int, status: EndpointStatus, checkpoint: str | None) -> None:
-        with session_scope(self.sessions) as session:
-            publish_policy(
-                session, self.redis, self.endpoint(version, status), checkpoint=checkpoint
-            )
+        """The version's row and Redis record (written again whole after an outage)."""
+
+        def publish() -> None:
+            with session_scope(self.sessions) as session:
+                publish_policy(
+                    session, self.redis, self.endpoint(version, status), checkpoint=checkpoint
+                )
+
+        self.outages(f"publishing v{version} {status}", publish)
 
     def sync(self, version: int, checkpoint: str | None, swap: Callable[[], None]) -> SyncTimes:
         """paused -> ``swap()`` (the backend loads the new weights) -> serving, as ``version``."""

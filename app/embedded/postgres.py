@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ DATABASE = "wsrl"
 SUPERUSER = "postgres"
 SYSTEM_USER = "embedded_postgres"
 PORT_SETTING = "WSRL_EMBEDDED_POSTGRES_PORT"
+LOOPBACK = "127.0.0.1"
+SAMENET_TRUST = "host all all samenet trust"
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,12 @@ class EmbeddedPostgres:
             return PostgresStatus(False, None, None)
         return PostgresStatus(process_alive(pid), pid, port)
 
-    def start(self, port: int) -> str:
+    def start(self, port: int, listen: Sequence[str] = (LOOPBACK,)) -> str:
         """Start (or find running) the cluster and return the URL of database ``wsrl``.
 
-        A running cluster is kept as it is, on the port it already listens on.
+        A running cluster is kept as it is, on the port it already listens on. ``listen``:
+        its addresses (127.0.0.1 among them); clients on the networks of the others are
+        trusted too, as on loopback (for worker hosts on a private network).
         """
         current = self.status()
         if not current.running:
@@ -71,7 +76,9 @@ class EmbeddedPostgres:
                 raise PortInUseError("PostgreSQL", port, PORT_SETTING)
             self._init_cluster()
             self._prepare_permissions()
-            self._pg_ctl(["-w", "-t", "60", "-l", str(self.log_file), "-o", f"-p {port}", "start"])
+            self._trust_networks_of(listen)
+            options = f"-p {port} -c listen_addresses='{','.join(listen)}'"
+            self._pg_ctl(["-w", "-t", "60", "-l", str(self.log_file), "-o", options, "start"])
             current = self.status()
             if not current.running:
                 raise RuntimeError(f"PostgreSQL did not start; see {self.log_file}")
@@ -107,6 +114,12 @@ class EmbeddedPostgres:
                 "unix_socket_directories = ''\n"
                 "max_connections = 200\n"
             )
+
+    def _trust_networks_of(self, listen: Sequence[str]) -> None:
+        hba = self.pgdata / "pg_hba.conf"
+        if set(listen) - {LOOPBACK} and SAMENET_TRUST not in hba.read_text():
+            with hba.open("a") as conf:
+                conf.write(f"\n{SAMENET_TRUST}\n")
 
     def _ensure_database(self, status: PostgresStatus) -> None:
         url = f"postgresql://{SUPERUSER}@127.0.0.1:{status.port}/postgres"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +59,9 @@ class EmbeddedRedis:
             return RedisStatus(False, None, None)
         return RedisStatus(True, pid, port)
 
-    def start(self, port: int) -> str:
-        """Start (or find running) the server and return its URL (db 0)."""
+    def start(self, port: int, listen: Sequence[str] = ("127.0.0.1",)) -> str:
+        """Start (or find running) the server and return its URL (db 0); ``listen``: its
+        addresses, 127.0.0.1 among them."""
         current = self.status()
         if current.running:
             url = current.url()
@@ -71,7 +73,7 @@ class EmbeddedRedis:
         self.pid_file.unlink(missing_ok=True)
         args = [
             _redis_server(),
-            "--bind", "127.0.0.1",
+            "--bind", *listen,
             "--port", str(port),
             "--dir", str(self.dir),
             "--dbfilename", "dump.rdb",

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from app.config import Settings
 from app.core.celery import create_celery
-from app.core.endpoint import ENDPOINT_CHANNEL, read_endpoint
+from app.core.endpoint import ENDPOINT_CHANNEL, ENDPOINT_KEY, read_endpoint
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode, RolloutStatus
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -435,3 +435,40 @@ def test_settings_that_contradict_the_bootstrap_stop_the_trainer_before_it_serve
             assert session.scalars(select(PolicyVersion)).all() == [], "nothing was published"
     finally:
         engine.dispose()
+
+
+def test_a_database_restart_while_the_trainer_waits_is_waited_out(
+    services_dir_factory, test_settings: Settings, tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """Found by ``wsrl chaos``: the trainer exited on the first statement that met a
+    restarting PostgreSQL (AdminShutdown, then connection refused) instead of waiting."""
+    from app.db import migrate
+    from app.embedded.ports import free_port
+    from app.embedded.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(services_dir_factory("loop-pg"))
+    port = free_port()
+    url = server.start(port)
+    try:
+        migrate.upgrade(url)
+        settings = test_settings.model_copy(update={"database_url": url, "data_dir": tmp_path})
+        trainer = start(settings, tiny_checkpoint, CONFIG.with_(batch_groups=1))
+        engine = make_engine(settings)
+        try:
+            server.stop()
+
+            def back() -> None:
+                server.start(port)
+                with session_scope(make_sessionmaker(engine)) as session:
+                    add_group(session, [S, S], version=0)
+
+            threading.Timer(3.0, back).start()
+            [result] = trainer.loop.run(steps=1, wait_timeout_s=60)
+            assert (result.step, result.version) == (1, 1)
+        finally:
+            trainer.close()
+            engine.dispose()
+            client = redis.Redis.from_url(test_settings.resolved_redis_url())
+            client.delete(ENDPOINT_KEY)
+    finally:
+        server.stop()

@@ -14,6 +14,7 @@ redoes that step from the previous weights and no group is ever applied twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -44,6 +45,17 @@ class Checkpoint:
     def load_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         state = torch.load(self.path / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
         optimizer.load_state_dict(state)
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """A digest of ``model``'s weights (every tensor's name, dtype, shape and bytes): the
+    same for the model a checkpoint loads as for the one its trainer served."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        value = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{value.dtype}:{tuple(value.shape)}".encode())
+        digest.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+    return digest.hexdigest()
 
 
 def save_checkpoint(

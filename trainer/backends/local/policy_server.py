@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from trainer.backends.local.checkpoints import weights_sha256
 from trainer.constrained import ConstraintError, compile_pattern, regex_of
 from trainer.generation import Generation, GenerationRequest, generate_batch
 from trainer.lora import AdapterCopy
@@ -92,6 +93,11 @@ class PolicyServer:
         with self._lock:
             self.model, self.version = model.eval(), version
         logger.info("policy server now serves version %d", version)
+
+    def weights(self) -> dict[str, Any]:
+        """``{"version", "sha256"}`` of the served model (waits for the current batch)."""
+        with self._lock:
+            return {"version": self.version, "sha256": weights_sha256(self.model)}
 
     def load_adapter(self, copy: AdapterCopy, version: int) -> None:
         """Serve the trained LoRA adapter (``copy`` puts it into the served model, whose
@@ -261,6 +267,12 @@ def create_app(server: PolicyServer) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": server.model_name, "version": server.version}
+
+    @app.get("/v1/weights")
+    async def weights() -> dict[str, Any]:
+        """The served version and a digest of its weights, to check them against the
+        checkpoint it was published from (``wsrl chaos``)."""
+        return await asyncio.to_thread(server.weights)
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatRequest) -> dict[str, Any]:

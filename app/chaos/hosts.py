@@ -1,0 +1,116 @@
+"""Worker hosts on one machine: network namespaces on a bridge, as hosts on one LAN.
+
+The head (this namespace) gets ``HEAD_IP`` on a bridge of its own; each worker host is a
+network namespace with its own loopback and a veth whose other end is on the bridge, at
+``10.213.0.(10 + i)``. Processes started with :meth:`WorkerHost.command` reach the head's
+services only at ``HEAD_IP``, as a worker on another machine reaches them at its address.
+
+Faults of a host's link act on the head's end of its veth: :meth:`WorkerHost.cut` takes it
+down (packets dropped, connections stall, new ones time out), :meth:`WorkerHost.slow`
+puts a token-bucket rate limit on it (``tc tbf``; this kernel has no ``netem`` delay).
+
+Needs root (``ip netns``); :class:`HostsUnavailable` says so before anything is made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+HEAD_IP = "10.213.0.1"
+PREFIX_LEN = 24
+SLOW_RATE = "256kbit"
+
+
+class HostsUnavailable(RuntimeError):
+    """Network namespaces cannot be made here (not root, or no ``ip``)."""
+
+
+def _ip(*args: str, netns: str | None = None) -> None:
+    command = ["ip", *args] if netns is None else ["ip", "netns", "exec", netns, "ip", *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}: {result.stderr.strip()}")
+
+
+def _tc(*args: str) -> None:
+    result = subprocess.run(["tc", *args], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"tc {' '.join(args)}: {result.stderr.strip()}")
+
+
+def check_available() -> None:
+    if os.geteuid() != 0:
+        raise HostsUnavailable("worker hosts are network namespaces: run as root")
+    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
+    if missing:
+        raise HostsUnavailable(f"{' and '.join(missing)} not found (Debian: iproute2)")
+
+
+@dataclass
+class WorkerHost:
+    """One namespace: ``name`` (also its Celery node's host part), ``ip`` on the bridge."""
+
+    name: str
+    ip: str
+    link: str  # the head's end of the veth
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """``args`` run inside this host (``ip netns exec`` execs them: same pid)."""
+        return ["ip", "netns", "exec", self.name, *args]
+
+    def cut(self) -> None:
+        _ip("link", "set", self.link, "down")
+
+    def mend(self) -> None:
+        _ip("link", "set", self.link, "up")
+
+    def slow(self, rate: str = SLOW_RATE) -> None:
+        _tc("qdisc", "replace", "dev", self.link, "root", "tbf", "rate", rate,
+            "burst", "16kb", "latency", "2s")  # fmt: skip
+
+    def unslow(self) -> None:
+        _tc("qdisc", "del", "dev", self.link, "root")
+
+
+class HostNetwork:
+    """The bridge and ``count`` worker hosts; :meth:`remove` deletes them all."""
+
+    def __init__(self, tag: str, count: int) -> None:
+        check_available()
+        self.bridge = f"wsrl{tag}br"
+        self.hosts = [
+            WorkerHost(f"wsrl{tag}h{i}", f"10.213.0.{10 + i}", f"wsrl{tag}v{i}")
+            for i in range(count)
+        ]
+
+    def create(self) -> HostNetwork:
+        try:
+            _ip("link", "add", "name", self.bridge, "type", "bridge")
+            _ip("addr", "add", f"{HEAD_IP}/{PREFIX_LEN}", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+            for host in self.hosts:
+                inner = f"{host.link}n"
+                _ip("netns", "add", host.name)
+                _ip("link", "add", host.link, "type", "veth", "peer", "name", inner)
+                _ip("link", "set", inner, "netns", host.name)
+                _ip("link", "set", host.link, "master", self.bridge)
+                _ip("link", "set", host.link, "up")
+                _ip("link", "set", "lo", "up", netns=host.name)
+                _ip("addr", "add", f"{host.ip}/{PREFIX_LEN}", "dev", inner, netns=host.name)
+                _ip("link", "set", inner, "up", netns=host.name)
+        except RuntimeError:
+            self.remove()
+            raise
+        return self
+
+    def remove(self) -> None:
+        """Deletes what exists of the hosts and the bridge (a deleted namespace takes its
+        veth with it)."""
+        for host in self.hosts:
+            subprocess.run(["ip", "netns", "del", host.name], capture_output=True, check=False)
+            subprocess.run(["ip", "link", "del", host.link], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)

@@ -323,6 +323,7 @@ class TrainLoop:
                 self._enqueue_eval()
         times["time/step_s"] = sum(v for k, v in times.items() if k != "time/wait_s")
         times["perf/episodes_per_s"] = len(records) / max(wait_s + times["time/step_s"], 1e-9)
+
         def merge() -> None:
             with session_scope(self.sessions) as session:
                 merge_metrics(session, step, times)
@@ -334,6 +335,7 @@ class TrainLoop:
 
     def _update(self, batch: Any, step: int, metrics: dict[str, Any], times: dict) -> int:
         """The backend's update; returns the version its weights now are."""
+
         def next_free() -> int:
             with session_scope(self.sessions) as session:
                 return next_version(session, self.version)
@@ -447,6 +449,7 @@ class TrainLoop:
             Rollout.status.in_(UNFINISHED_ROLLOUT_STATUSES),
             Rollout.created_at >= since,
         )
+
         def still_pending() -> list[Any]:
             with session_scope(self.sessions) as session:
                 return list(session.scalars(unfinished).all())

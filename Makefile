@@ -78,13 +78,16 @@ CONFIG ?= fast
 LIMIT ?= 100
 PROFILES := --profile dev --profile gpu
 
-.PHONY: train eval dev-docker scale logs status stop clean compose-test
+.PHONY: train eval chaos dev-docker scale logs status stop clean compose-test
 
 train: setup  ## train: BACKEND=local (CPU, tiny policy) or BACKEND=verl CONFIG=smoke|fast|qwen|qwen3b
 	$(WSRL) train --backend $(BACKEND) $(if $(filter verl,$(BACKEND)),--config $(CONFIG))
 
 eval: setup  ## evaluate the published policy on LIMIT test goals (default 100)
 	$(WSRL) eval --split test --limit $(LIMIT)
+
+chaos: setup  ## train on worker hosts (network namespaces, root) under random faults, then check: DURATION=5m
+	$(WSRL) chaos --duration $(or $(DURATION),5m) --seed $(or $(SEED),0)
 
 .env:
 	cp .env.example .env

@@ -70,7 +70,7 @@ def no_rollout_failed(session: Session, redis: Redis, window: Window) -> list[st
 
 def winning_attempt_whole(session: Session, redis: Redis, window: Window) -> list[str]:
     """A succeeded rollout's attempt holds steps 0..num_steps-1 and calls 0..n-1, each once,
-    every call with its token ids."""
+    every call with its token ids (an opening's steps have no call)."""
     return _lines(
         session,
         """
@@ -86,7 +86,6 @@ def winning_attempt_whole(session: Session, redis: Redis, window: Window) -> lis
                <> r.num_steps
             OR (SELECT coalesce(max(s.index), -1) FROM steps s WHERE s.attempt_id = a.id)
                <> r.num_steps - 1
-            OR (SELECT count(*) FROM llm_calls c WHERE c.attempt_id = a.id) < r.num_steps
             OR (SELECT count(*) - count(DISTINCT c.index) + coalesce(max(c.index), -1) + 1
                 - count(*) FROM llm_calls c WHERE c.attempt_id = a.id) <> 0
             OR EXISTS (SELECT 1 FROM llm_calls c WHERE c.attempt_id = a.id

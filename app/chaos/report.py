@@ -1,10 +1,10 @@
 """The chaos run's report: faults with their recovery, rollouts lost and duplicated,
 training made, the served weights against their checkpoints, and the invariants.
 
-A fault's recovery is the time from its beginning until the pipeline made progress again
-after its target was back: for the trainer, a new version published; for a worker host
-(its worker killed, its link cut or slowed), an attempt of that host's worker succeeding;
-for anything else, any attempt succeeding.
+A fault's recovery is the time from its target's return (the process started again, the
+service answering, the link mended) until the pipeline made progress: for the trainer, a
+new version published; for a worker host (its worker killed, its link cut or slowed), an
+attempt of that host's worker succeeding; for anything else, any attempt succeeding.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def recover(conn: Connection, faults: Sequence[Fault], pids: Mapping[str, Sequen
             )
             params = {}
         progress = conn.execute(text(sql), {"after": fault.ended, **params}).scalar()
-        fault.recovered_s = (progress - fault.began).total_seconds() if progress else None
+        fault.recovered_s = (progress - fault.ended).total_seconds() if progress else None
 
 
 def figures(conn: Connection, until: datetime, began: datetime) -> dict[str, Any]:
@@ -101,8 +101,10 @@ def by_kind(faults: Sequence[Fault]) -> dict[str, dict[str, Any]]:
     out = {}
     for kind, group in sorted(groups.items()):
         times = [f.recovered_s for f in group if f.recovered_s is not None]
+        down = [(f.ended - f.began).total_seconds() for f in group if f.ended is not None]
         out[kind] = {
             "count": len(group),
+            "down_s": max(down) if down else None,
             "recovered": len(times),
             "p50_s": statistics.median(times) if times else None,
             "max_s": max(times) if times else None,
@@ -121,8 +123,8 @@ def render(report: Mapping[str, Any]) -> str:
         p50 = "-" if k["p50_s"] is None else f"{k['p50_s']:.1f}"
         worst = "-" if k["max_s"] is None else f"{k['max_s']:.1f}"
         lines.append(
-            f"  {kind:17} x{k['count']}: recovered {k['recovered']}/{k['count']}, "
-            f"p50 {p50} s, max {worst} s"
+            f"  {kind:17} x{k['count']}: down up to {k['down_s']:.0f} s; progress again "
+            f"{k['recovered']}/{k['count']} times, p50 {p50} s, max {worst} s after its return"
         )
     lines.append(
         f"rollouts {f['rollouts']} {json.dumps(f['by_status'], sort_keys=True)}: "
@@ -137,7 +139,8 @@ def render(report: Mapping[str, Any]) -> str:
     for r in f["held_out_rounds"]:
         lines.append(
             f"  held-out round at v{r['policy_version']}: {r['episodes']} episodes, "
-            f"success {r['success_rate']}, mean reward {r['mean_reward']}"
+            f"success {float(r['success_rate'] or 0):.3f}, "
+            f"mean reward {float(r['mean_reward'] or 0):.3f}"
         )
     for name, violations in report["invariants"].items():
         lines.append(f"{'holds' if not violations else 'FAILS'}: {name}")

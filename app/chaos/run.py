@@ -427,8 +427,10 @@ def _checkpoint_digest(checkpoint: str | None) -> str | None:
         return None
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
 
     from trainer.backends.local.checkpoints import weights_sha256
 
+    transformers_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
     return weights_sha256(model)

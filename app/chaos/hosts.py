@@ -88,6 +88,14 @@ class HostNetwork:
         ]
 
     def create(self) -> HostNetwork:
+        taken = subprocess.run(
+            ["ip", "-o", "addr", "show", "to", HEAD_IP], capture_output=True, text=True
+        ).stdout.split()
+        if taken:
+            raise HostsUnavailable(
+                f"{HEAD_IP} is already on {taken[1]} (another chaos run, or one that was "
+                f"killed): stop it, or remove it with `ip link del {taken[1]}`"
+            )
         try:
             _ip("link", "add", "name", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{HEAD_IP}/{PREFIX_LEN}", "dev", self.bridge)

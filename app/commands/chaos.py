@@ -73,9 +73,12 @@ def chaos(
         )
     except typer.BadParameter as exc:
         raise fail(exc, code=2) from exc
-    report = run_chaos(
-        _out_dir(out), duration_s, seed, hosts, between, faults, eval_every, eval_goals, settle_s
-    )
+    try:
+        report = run_chaos(
+            _out_dir(out), duration_s, seed, hosts, between, faults, eval_every, eval_goals, settle_s
+        )
+    except HostsUnavailable as exc:
+        raise fail(exc) from exc
     failed = [name for name, violations in report["invariants"].items() if violations]
     if failed:
         raise fail(f"{len(failed)} invariants fail: {', '.join(failed)}")

@@ -74,9 +74,8 @@ def chaos(
     except typer.BadParameter as exc:
         raise fail(exc, code=2) from exc
     try:
-        report = run_chaos(
-            _out_dir(out), duration_s, seed, hosts, between, faults, eval_every, eval_goals, settle_s
-        )
+        rounds, folder = (eval_every, eval_goals), _out_dir(out)
+        report = run_chaos(folder, duration_s, seed, hosts, between, faults, rounds, settle_s)
     except HostsUnavailable as exc:
         raise fail(exc) from exc
     failed = [name for name, violations in report["invariants"].items() if violations]
@@ -100,8 +99,7 @@ def run_chaos(
     hosts: int,
     every: tuple[float, float],
     faults: bool,
-    eval_every: int,
-    eval_goals: int,
+    rounds: tuple[int, int],
     settle_s: float,
 ) -> dict:
     """The run, its report printed and written to ``out/report.json`` and ``report.txt``."""
@@ -119,8 +117,8 @@ def run_chaos(
 
     out.mkdir(parents=True, exist_ok=True)
     model = ensure_tiny_policy(out / "data")
-    rounds = {"schedule.eval_every": eval_every, "schedule.eval_goals": eval_goals}
-    schedule = {**DEV_DEFAULTS, **rounds}
+    every_n, goals = rounds
+    schedule = {**DEV_DEFAULTS, "schedule.eval_every": every_n, "schedule.eval_goals": goals}
     spec = RunSpec(out, duration_s, seed, hosts, every, settle_s, faults, as_flags(schedule))
     run = Chaos(spec, model, _agent_env(out, model))
     began = datetime.now(UTC)

@@ -66,11 +66,8 @@ def chaos(
     except HostsUnavailable as exc:
         raise fail(exc) from exc
     try:
-        duration_s, settle_s, between = (
-            parse_duration(duration),
-            parse_duration(settle),
-            (parse_every(every)),
-        )
+        duration_s, settle_s = parse_duration(duration), parse_duration(settle)
+        between = parse_every(every)
     except typer.BadParameter as exc:
         raise fail(exc, code=2) from exc
     try:

@@ -46,3 +46,20 @@ def test_five_minutes_of_every_fault_lose_nothing(tmp_path: Path) -> None:
     assert figures["lost"] == 0 and figures["duplicated"] == 0, text
     assert figures["train_steps"] >= 1 and report["versions_checked"] >= 2, text
     assert all(kind["recovered"] == kind["count"] for kind in report["by_kind"].values()), text
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--duration", "soon"], "a duration such as 300, 300s, 5m or 1h"),
+        (["--every", "90-20"], "LOW-HIGH with 0 < LOW <= HIGH"),
+    ],
+)
+def test_a_bad_duration_is_refused_before_anything_starts(option: list[str], says: str) -> None:
+    run = subprocess.run(
+        [*WSRL, "chaos", *option], env=child_env(), cwd=REPO, capture_output=True, text=True
+    )
+    if UNAVAILABLE:
+        assert run.returncode == 1 and UNAVAILABLE in run.stderr
+    else:
+        assert run.returncode == 2 and says in run.stderr, run.stderr

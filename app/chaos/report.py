@@ -117,7 +117,8 @@ def render(report: Mapping[str, Any]) -> str:
     f = report["figures"]
     lines = [
         f"chaos: {report['duration_s']:.0f} s, seed {report['seed']}, "
-        f"{report['hosts']} worker hosts, {len(report['faults'])} faults",
+        f"{report['hosts']} worker hosts, {len(report['faults'])} faults"
+        + ("" if report["faults_on"] else " (--no-faults)"),
     ]
     for kind, k in report["by_kind"].items():
         p50 = "-" if k["p50_s"] is None else f"{k['p50_s']:.1f}"
@@ -142,6 +143,8 @@ def render(report: Mapping[str, Any]) -> str:
             f"success {float(r['success_rate'] or 0):.3f}, "
             f"mean reward {float(r['mean_reward'] or 0):.3f}"
         )
+    if report["evaluation"]:
+        lines.append(f"wsrl eval of the starting weights: {report['evaluation']}")
     for name, violations in report["invariants"].items():
         lines.append(f"{'holds' if not violations else 'FAILS'}: {name}")
         lines.extend(f"    {v}" for v in violations)

@@ -52,6 +52,9 @@ class RunSpec:
     settle_s: float = 300.0
     faults: bool = True
     trainer_options: list[str] = field(default_factory=list)
+    evaluate: int = 0
+    """Goals of ``wsrl eval`` (greedy, test split) on the starting weights while the faults
+    go on; the trainer then only serves them (``--no-enqueue``). 0: train."""
 
 
 class Parts:
@@ -220,6 +223,11 @@ class Chaos:
             "--policy-host", HEAD_IP, "--policy-port", str(head.policy_port),
             *self.spec.trainer_options,
         ])  # fmt: skip
+        if self.spec.evaluate:
+            self.parts.start("eval", [
+                *WSRL, "eval", "--split", "test", "--limit", str(self.spec.evaluate),
+                "--temperature", "0", "--timeout", "86400",
+            ])  # fmt: skip
         sampler = threading.Thread(target=self._sample_versions, name="versions", daemon=True)
         sampler.start()
         self._threads.append(sampler)
@@ -283,12 +291,25 @@ class Chaos:
 
     def _check_alive(self) -> None:
         with self._lock:
-            dead = [n for n in self.parts.dead() if n not in self.busy]
+            dead = [n for n in self.parts.dead() if n not in self.busy and not self._done(n)]
             busy_names = {n for n, h in self.workers.items() if h.name in self.busy}
         dead = [n for n in dead if n not in busy_names]
         if dead:
             logs = "\n".join(f"--- {n}\n{self.parts.child(n).tail()}" for n in dead)
             raise RuntimeError(f"{', '.join(dead)} exited on its own:\n{logs}")
+
+    def _done(self, name: str) -> bool:
+        """``wsrl eval`` ended by itself, as it should."""
+        return name == "eval" and self.parts.child(name).proc.returncode == 0
+
+    def evaluation(self) -> str | None:
+        """The last line of ``wsrl eval`` (its score) once it ended, waiting for it."""
+        if not self.spec.evaluate:
+            return None
+        child = self.parts.child("eval")
+        child.proc.wait(self.spec.settle_s)
+        lines = child.log_path.read_text(errors="replace").strip().splitlines()
+        return f"{lines[-1] if lines else ''} (exit {child.proc.returncode})"
 
     def _begin(self, kind: str, target: str) -> None:
         fault = Fault(kind, target, datetime.now(UTC))

@@ -10,12 +10,15 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from app.commands import fail
+
+if TYPE_CHECKING:
+    from app.chaos.run import RunSpec
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -51,6 +54,14 @@ def chaos(
     ] = True,
     eval_every: Annotated[int, typer.Option(help="Held-out round every N versions.")] = 20,
     eval_goals: Annotated[int, typer.Option(help="Test goals per held-out round.")] = 200,
+    evaluate: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Score the starting weights with `wsrl eval` on N test goals under the "
+            "faults, instead of training (compare with --no-faults).",
+        ),
+    ] = 0,
     settle: Annotated[
         str, typer.Option(help="How long what was enqueued may take to end after the faults.")
     ] = "5m",
@@ -60,6 +71,7 @@ def chaos(
 ) -> None:
     """Train with the local backend on worker hosts while faults are injected; report."""
     from app.chaos.hosts import HostsUnavailable, check_available
+    from app.chaos.run import RunSpec
 
     try:
         check_available()
@@ -71,8 +83,10 @@ def chaos(
     except typer.BadParameter as exc:
         raise fail(exc, code=2) from exc
     try:
-        rounds, folder = (eval_every, eval_goals), _out_dir(out)
-        report = run_chaos(folder, duration_s, seed, hosts, between, faults, rounds, settle_s)
+        spec = RunSpec(
+            _out_dir(out), duration_s, seed, hosts, between, settle_s, faults, evaluate=evaluate
+        )
+        report = run_chaos(spec, (eval_every, eval_goals))
     except HostsUnavailable as exc:
         raise fail(exc) from exc
     failed = [name for name, violations in report["invariants"].items() if violations]
@@ -89,43 +103,40 @@ def _out_dir(out: Path | None) -> Path:
     return (get_settings().data_dir / "chaos" / stamp).resolve()
 
 
-def run_chaos(
-    out: Path,
-    duration_s: float,
-    seed: int,
-    hosts: int,
-    every: tuple[float, float],
-    faults: bool,
-    rounds: tuple[int, int],
-    settle_s: float,
-) -> dict:
+def run_chaos(spec: RunSpec, rounds: tuple[int, int]) -> dict:
     """The run, its report printed and written to ``out/report.json`` and ``report.txt``."""
     import redis
     from sqlalchemy import create_engine
 
     from app.chaos.invariants import Window, check_all
     from app.chaos.report import by_kind, figures, recover, render, weights_check
-    from app.chaos.run import Chaos, RunSpec
+    from app.chaos.run import Chaos
     from app.commands._run_options import as_flags
     from app.commands.dev import DEV_DEFAULTS
     from app.db.session import make_sessionmaker, session_scope
     from trainer.backends.local.entry import ensure_tiny_policy
     from trainer.config import RunConfig
 
+    out = spec.out
     out.mkdir(parents=True, exist_ok=True)
     model = ensure_tiny_policy(out / "data")
     every_n, goals = rounds
     schedule = {**DEV_DEFAULTS, "schedule.eval_every": every_n, "schedule.eval_goals": goals}
-    spec = RunSpec(out, duration_s, seed, hosts, every, settle_s, faults, as_flags(schedule))
+    if spec.evaluate:
+        schedule["local.enqueue"] = False
+    spec.trainer_options = as_flags(schedule)
     run = Chaos(spec, model, _agent_env(out, model))
     began = datetime.now(UTC)
-    console.print(f"chaos run in {out}: {duration_s:.0f} s, seed {seed}, {hosts} worker hosts")
+    console.print(
+        f"chaos run in {out}: {spec.duration_s:.0f} s, seed {spec.seed}, {spec.hosts} worker hosts"
+    )
     try:
         run.start()
-        console.print("pipeline up; faults begin" if faults else "pipeline up; no faults")
+        console.print("pipeline up; faults begin" if spec.faults else "pipeline up; no faults")
         run.inject()
         console.print("faults over; waiting for what was enqueued to end")
         until = run.settle()
+        evaluation = run.evaluation()
         run.stop_trainer()
         engine = create_engine(run.head.database_url, pool_pre_ping=True)
         try:
@@ -142,9 +153,11 @@ def run_chaos(
     finally:
         run.close()
     report = {
-        "duration_s": duration_s,
-        "seed": seed,
-        "hosts": hosts,
+        "duration_s": spec.duration_s,
+        "seed": spec.seed,
+        "hosts": spec.hosts,
+        "faults_on": spec.faults,
+        "evaluation": evaluation,
         "faults": [_fault_row(f) for f in run.faults],
         "by_kind": by_kind(run.faults),
         "figures": numbers,

@@ -1,7 +1,9 @@
-"""``wsrl chaos`` for 5 minutes: every fault kind at least once, every invariant holds.
+"""``wsrl chaos`` for 3 minutes: every fault kind at least once, every invariant holds.
 
 Worker hosts are network namespaces, so the run needs root (CI has it); elsewhere the test
 is skipped with the reason. Its report is kept in the test's tmp dir and quoted on failure.
+Three minutes, not the issue's five: CI's whole run must stay within an hour; the ten kinds
+still come once each (one every 10-16 s), the link's 60 s cut and 2 minutes of slowness whole.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ except HostsUnavailable as exc:
 
 @pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 @pytest.mark.timeout(1200)
-def test_five_minutes_of_every_fault_lose_nothing(tmp_path: Path) -> None:
+def test_three_minutes_of_every_fault_lose_nothing(tmp_path: Path) -> None:
     out = tmp_path / "chaos"
-    options = "--duration 5m --every 15-25 --seed 1 --eval-every 4 --eval-goals 10 --settle 4m"
+    options = "--duration 3m --every 10-16 --seed 1 --eval-every 4 --eval-goals 10 --settle 4m"
     command = [*WSRL, "chaos", *options.split(), "--out", str(out)]
     run = subprocess.run(
         command, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=1100

@@ -42,8 +42,11 @@ def recover(conn: Connection, faults: Sequence[Fault], pids: Mapping[str, Sequen
                 "AND finished_at > :after"
             )
             params = {}
-        progress = conn.execute(text(sql), {"after": fault.ended, **params}).scalar()
-        fault.recovered_s = (progress - fault.ended).total_seconds() if progress else None
+        # a restarted trainer publishes before it says it is ready (the fault's end)
+        after = fault.began if fault.kind == "trainer" else fault.ended
+        progress = conn.execute(text(sql), {"after": after, **params}).scalar()
+        back = max((progress - fault.ended).total_seconds(), 0.0) if progress else None
+        fault.recovered_s = back
 
 
 def figures(conn: Connection, until: datetime, began: datetime) -> dict[str, Any]:

@@ -223,8 +223,8 @@ class Chaos:
             "--policy-host", HEAD_IP, "--policy-port", str(head.policy_port),
             *self.spec.trainer_options,
         ])  # fmt: skip
-        if self.spec.evaluate:
-            self.parts.start("eval", [
+        if self.spec.evaluate:  # the faults begin once its episodes are queued
+            self._start_ready("eval", [
                 *WSRL, "eval", "--split", "test", "--limit", str(self.spec.evaluate),
                 "--temperature", "0", "--timeout", "86400",
             ])  # fmt: skip
@@ -264,6 +264,8 @@ class Chaos:
             return _log_count(READY_LINE["worker"], seen + 1)
         if name == "trainer":
             return _log_count(READY_LINE["trainer"], seen + 1)
+        if name == "eval":
+            return _log_count("evaluating", 1)
         return lambda child: child.alive()
 
     # --- faults ----------------------------------------------------------------------------

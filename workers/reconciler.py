@@ -5,7 +5,8 @@ A rollout is stuck when it is ``queued`` or ``running`` and past its ``deadline_
 - ``queued`` past the queue timeout: its message was probably lost (Redis flushed or
   restarted without persistence, a send that failed after the commit). It is sent again.
 - ``queued`` for longer than ``rollout_message_grace_s`` and its message is nowhere in the
-  broker (neither waiting in a queue nor delivered and unacknowledged): lost the same way,
+  broker (neither waiting in a queue nor delivered and unacknowledged, for no longer than
+  the grace plus the longest retry countdown): lost the same way,
   found within one pass instead of after the queue timeout (an hour by default). The
   broker is read only when such rollouts exist (:func:`broker_rollout_ids`).
 
@@ -33,6 +34,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +62,7 @@ BATCH = 500
 PRIORITY_SEPARATOR = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 UNACKED_KEY = "unacked"
+UNACKED_INDEX_KEY = "unacked_index"  # delivery tag -> when it was delivered
 SCAN_CHUNK = 1000
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -97,13 +100,21 @@ def _message_rollout_ids(raw: bytes | str) -> set[str]:
     return set(_UUID.findall(argsrepr.lower()))
 
 
-def broker_rollout_ids(redis: Redis, queues: tuple[str, ...] = QUEUES) -> set[str]:
+def broker_rollout_ids(
+    redis: Redis, queues: tuple[str, ...] = QUEUES, held_for_s: float | None = None
+) -> set[str]:
     """Ids of rollouts with a message in the broker: waiting or delivered-unacknowledged.
 
     Queues are read before the unacknowledged hash: a message taken by a worker while
     its queue is read is found in the hash. A message caught between the two (taken but
     not yet recorded as unacknowledged) is missed and sent again: harmless, as a second
     delivery of a running or finished rollout is a no-op.
+
+    ``held_for_s``: a message delivered longer ago than that is not counted. For a rollout
+    still queued, such a message is held by no one who will run it: a worker that was
+    killed, or one whose broker connection dropped (a Redis restart) and with it the
+    messages it held for a countdown, which kombu would give back only after the
+    visibility timeout (about half an hour at the defaults; found by ``wsrl chaos``).
     """
     found: set[str] = set()
     for queue in queues:
@@ -117,9 +128,18 @@ def broker_rollout_ids(redis: Redis, queues: tuple[str, ...] = QUEUES) -> set[st
                 if len(chunk) < SCAN_CHUNK:
                     break
                 start += SCAN_CHUNK
-    for _, raw in redis.hscan_iter(UNACKED_KEY, count=SCAN_CHUNK):
-        found |= _message_rollout_ids(raw)
+    stale: set[bytes] = set()
+    if held_for_s is not None:
+        cutoff = time.time() - held_for_s
+        stale = {_bytes(tag) for tag in redis.zrangebyscore(UNACKED_INDEX_KEY, "-inf", cutoff)}
+    for tag, raw in redis.hscan_iter(UNACKED_KEY, count=SCAN_CHUNK):
+        if _bytes(tag) not in stale:
+            found |= _message_rollout_ids(raw)
     return found
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _queued_without_message(
@@ -256,7 +276,12 @@ def reconcile_once(
     """
     with session_scope(sessions) as session:
         restored = restore_endpoint(session, redis) if redis is not None else None
-        broker_ids = (lambda: broker_rollout_ids(redis)) if redis is not None else None
+        held_for_s = settings.rollout_message_grace_s + settings.retry_backoff_max_s
+        broker_ids = (
+            (lambda: broker_rollout_ids(redis, held_for_s=held_for_s))
+            if redis is not None
+            else None
+        )
         report, jobs = reconcile_rows(session, settings, broker_ids)
         report.expired_keys = expire_idempotency_keys(session, settings.idempotency_key_retention_s)
     report.endpoint_restored = None if restored is None else restored.version

@@ -235,6 +235,29 @@ def test_broker_rollout_ids_sees_waiting_and_unacknowledged_messages(
     assert str(taken) not in broker_rollout_ids(broker)
 
 
+def test_a_message_held_past_any_countdown_counts_as_lost(
+    test_settings: Settings, broker: redis.Redis
+) -> None:
+    """Found by ``wsrl chaos``: a Redis restart dropped a worker's connection and with it
+    the messages it held for a retry countdown; they stayed in the unacknowledged hash for
+    the visibility timeout (half an hour), and their rollouts stayed queued all along."""
+    celery = create_celery(test_settings)
+    dropped, held = uuid.uuid4(), uuid.uuid4()
+    send_rollouts(celery, [(dropped, "train"), (held, "train")])
+    with celery.connection_for_read() as connection:
+        channel = connection.default_channel
+        first = channel.basic_get(QUEUE_ROLLOUTS, no_ack=False)
+        second = channel.basic_get(QUEUE_ROLLOUTS, no_ack=False)
+        try:
+            broker.zadd("unacked_index", {first.delivery_tag: time.time() - 120})
+            ids = broker_rollout_ids(broker, held_for_s=60)
+            assert str(dropped) not in ids and str(held) in ids
+            assert {str(dropped), str(held)} <= broker_rollout_ids(broker)
+        finally:
+            channel.basic_ack(first.delivery_tag)
+            channel.basic_ack(second.delivery_tag)
+
+
 def test_a_pass_deletes_idempotency_keys_past_their_retention(
     db_session: Session, test_settings: Settings
 ) -> None:

@@ -27,8 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from sqlalchemy import Engine
 
 from app.chaos.faults import CUT_S, KILLS, RESTART_S, SLOW_S, Fault, Schedule
 from app.chaos.hosts import HEAD_IP, HostNetwork, WorkerHost
@@ -202,15 +207,22 @@ class Chaos:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self.engine: Engine | None = None  # the head's database and Redis, from start()
+        self.redis: Redis | None = None
 
     # --- the pipeline ----------------------------------------------------------------------
 
     def start(self) -> None:
+        import redis
+        from sqlalchemy import create_engine
+
         from app.db import migrate
 
         self.network.create()
         self.head.start_services()
         migrate.upgrade(self.head.database_url)
+        self.engine = create_engine(self.head.database_url, pool_pre_ping=True)
+        self.redis = redis.Redis.from_url(self.head.redis_url, socket_timeout=5)
         head = self.head
         self._start_ready("env", [*WSRL, "env", "serve", "--host", HEAD_IP,
                                   "--port", str(head.env_port)])  # fmt: skip
@@ -374,27 +386,21 @@ class Chaos:
                 logger.debug("version sample: %s", exc)
 
     def _sample_once(self) -> None:
-        import redis
-        from sqlalchemy import create_engine, text
+        from sqlalchemy import text
 
         from app.core.endpoint import read_endpoint
 
-        client = redis.Redis.from_url(self.head.redis_url, socket_timeout=5)
-        endpoint = read_endpoint(client)
+        endpoint = read_endpoint(self.redis)
         if endpoint is None or not endpoint.serving or endpoint.version in self.versions:
             return
         served = httpx.get(f"{endpoint.base_url}/weights", timeout=30).json()
         if served["version"] != endpoint.version:
             return
-        engine = create_engine(self.head.database_url, pool_pre_ping=True)
-        try:
-            with engine.connect() as conn:
-                checkpoint = conn.execute(
-                    text("SELECT checkpoint FROM policy_versions WHERE version = :v"),
-                    {"v": endpoint.version},
-                ).scalar()
-        finally:
-            engine.dispose()
+        with self.engine.connect() as conn:
+            checkpoint = conn.execute(
+                text("SELECT checkpoint FROM policy_versions WHERE version = :v"),
+                {"v": endpoint.version},
+            ).scalar()
         self.versions[endpoint.version] = {
             "served": served["sha256"],
             "checkpoint": checkpoint,
@@ -406,27 +412,23 @@ class Chaos:
     def settle(self) -> datetime:
         """Waits until every rollout enqueued before now has ended (at most ``settle_s``);
         returns that moment, the invariants' window."""
-        from sqlalchemy import create_engine, text
+        from sqlalchemy import text
 
         until = datetime.now(UTC)
-        engine = create_engine(self.head.database_url, pool_pre_ping=True)
         deadline = time.monotonic() + self.spec.settle_s
-        try:
-            while time.monotonic() < deadline:
-                self._check_alive()
-                with engine.connect() as conn:
-                    open_rollouts = conn.execute(
-                        text(
-                            "SELECT count(*) FROM rollouts WHERE created_at < :until "
-                            "AND status IN ('queued', 'running')"
-                        ),
-                        {"until": until},
-                    ).scalar()
-                if not open_rollouts:
-                    break
-                time.sleep(POLL_S)
-        finally:
-            engine.dispose()
+        while time.monotonic() < deadline:
+            self._check_alive()
+            with self.engine.connect() as conn:
+                open_rollouts = conn.execute(
+                    text(
+                        "SELECT count(*) FROM rollouts WHERE created_at < :until "
+                        "AND status IN ('queued', 'running')"
+                    ),
+                    {"until": until},
+                ).scalar()
+            if not open_rollouts:
+                break
+            time.sleep(POLL_S)
         return until
 
     def stop_trainer(self) -> None:
@@ -440,6 +442,8 @@ class Chaos:
     def close(self) -> None:
         self._stop.set()
         self.parts.close()
+        if self.engine is not None:
+            self.engine.dispose()
         self.network.remove()
         self.head.redis.stop()
         self.head.postgres.stop()

@@ -105,9 +105,6 @@ def _out_dir(out: Path | None) -> Path:
 
 def run_chaos(spec: RunSpec, rounds: tuple[int, int]) -> dict:
     """The run, its report printed and written to ``out/report.json`` and ``report.txt``."""
-    import redis
-    from sqlalchemy import create_engine
-
     from app.chaos.invariants import Window, check_all
     from app.chaos.report import by_kind, figures, recover, render, weights_check
     from app.chaos.run import Chaos
@@ -138,18 +135,13 @@ def run_chaos(spec: RunSpec, rounds: tuple[int, int]) -> dict:
         until = run.settle()
         evaluation = run.evaluation()
         run.stop_trainer()
-        engine = create_engine(run.head.database_url, pool_pre_ping=True)
-        try:
-            window = Window(until, RunConfig().algorithm.max_staleness)
-            client = redis.Redis.from_url(run.head.redis_url)
-            with session_scope(make_sessionmaker(engine)) as session:
-                invariants = check_all(session, client, window)
-            invariants["served_weights_are_their_checkpoints"] = weights_check(run.versions)
-            with engine.connect() as conn:
-                recover(conn, run.faults, run.parts.pids)
-                numbers = figures(conn, until, began)
-        finally:
-            engine.dispose()
+        window = Window(until, RunConfig().algorithm.max_staleness)
+        with session_scope(make_sessionmaker(run.engine)) as session:
+            invariants = check_all(session, run.redis, window)
+        invariants["served_weights_are_their_checkpoints"] = weights_check(run.versions)
+        with run.engine.connect() as conn:
+            recover(conn, run.faults, run.parts.pids)
+            numbers = figures(conn, until, began)
     finally:
         run.close()
     report = {

@@ -9,6 +9,7 @@ still come once each (one every 10-16 s), the link's 60 s cut and 2 minutes of s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -25,11 +26,16 @@ try:
     UNAVAILABLE = ""
 except HostsUnavailable as exc:
     UNAVAILABLE = str(exc)
+REQUIRED = os.environ.get("CI_REQUIRES_CHAOS") == "1"
+"""Set by .ci/run: there the run must happen, so a machine without namespaces fails it."""
 
 
-@pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 @pytest.mark.timeout(1200)
 def test_three_minutes_of_every_fault_lose_nothing(tmp_path: Path) -> None:
+    if UNAVAILABLE:
+        if REQUIRED:
+            pytest.fail(f"CI requires the chaos run: {UNAVAILABLE}")
+        pytest.skip(UNAVAILABLE)
     out = tmp_path / "chaos"
     options = "--duration 3m --every 10-16 --seed 1 --eval-every 4 --eval-goals 10 --settle 4m"
     command = [*WSRL, "chaos", *options.split(), "--out", str(out)]

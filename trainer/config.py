@@ -93,6 +93,13 @@ class TrainerConfig:
         2,
         "A finished group with fewer successfully finished rollouts than this is discarded.",
     )
+    skip_zero_variance: bool = knob(
+        True,
+        "Leave groups whose rollouts all scored the same out of the update: their "
+        "advantages are 0, so without KL or entropy terms they add no gradient, only "
+        "compute (they still count as used). A step whose groups are all flat makes no "
+        "update and keeps the version, and the trainer logs a warning saying so.",
+    )
 
     # --- samples ---------------------------------------------------------------------------
     sample_mode: str = knob(

@@ -68,6 +68,9 @@ from trainer.tracking import EvalRounds, MetricsLogger
 
 logger = logging.getLogger(__name__)
 
+ADVISE_AFTER = 3
+"""Steps in a row without an update after which the warning says what to change."""
+
 
 class TrainBackend(Protocol):
     """What the loop needs from a backend: the update and the weights, nothing of Postgres.
@@ -121,11 +124,6 @@ class LoopOptions:
     ``trainer.max_actor_ckpt_to_keep``)."""
     poll_s: float = 1.0
     """Seconds between looks at Postgres while waiting for complete groups."""
-    skip_zero_variance: bool = True
-    """Leave groups whose rewards are all equal out of the update (DAPO's dynamic
-    sampling): their advantages are 0, so without KL or entropy terms they add no
-    gradient, only compute. They still count as used. With every group equal, the step
-    is recorded without an update (``update/skipped``) and the version stays."""
     eval_every: int = 0
     """Queue a held-out evaluation (the scheduler's ``eval_goals``) every this many policy
     versions, and one of the starting weights when the database has no evaluation yet;
@@ -231,6 +229,7 @@ class TrainLoop:
         self.config, self.options, self.sessions = config, options, sessions
         self.backend, self.publisher, self.scheduler = backend, publisher, scheduler
         self.step, self.version = step, version
+        self.steps_without_update = 0
         self.metrics = metrics
         self.outages = publisher.outages
         self.eval_rounds = EvalRounds(sessions, metrics) if metrics is not None else None
@@ -295,6 +294,7 @@ class TrainLoop:
         }
         checkpoint: str | None = None
         if batch is not None:
+            self.steps_without_update = 0
             version = self._update(batch, step, metrics, times)
             started = time.perf_counter()
             checkpoint = self.backend.save(step, version)
@@ -302,6 +302,7 @@ class TrainLoop:
         else:  # nothing to learn from: the groups are used up, the weights unchanged
             version = self.version
             metrics["update/skipped"] = 1.0
+            self._warn_no_update(step, records, flat, batch_stats)
         metrics["policy/version"] = float(version)
         started = time.perf_counter()
         rollout_ids = [r.rollout_id for r in records]
@@ -378,10 +379,46 @@ class TrainLoop:
 
         self.outages("queueing a held-out round", enqueue)
 
+    def _warn_no_update(
+        self, step: int, records: list[RolloutRecord], flat: int, stats: dict[str, Any]
+    ) -> None:
+        """Say why a step made no update (its weights and version stay as they were), and
+        after a few in a row what to change."""
+        self.steps_without_update += 1
+        groups = len({r.group_id for r in records})
+        if flat == groups:
+            rewards = ", ".join(f"{r:g}" for r in sorted({round(r.reward, 3) for r in records}))
+            why = (
+                f"in each of its {groups} groups every rollout scored the same (rewards "
+                f"{rewards}): no advantage to learn from (algorithm.skip_zero_variance)"
+            )
+            if self.steps_without_update >= ADVISE_AFTER:
+                why += (
+                    ". A policy that scores the same on every try of a goal cannot improve "
+                    "from its own episodes: start its episodes nearer the goal "
+                    "(schedule.train_starts item), sample at a higher temperature, or "
+                    "start from a policy that sometimes succeeds"
+                )
+        else:
+            dropped = stats.get("samples/dropped_overlength", 0) + stats.get(
+                "batch/dropped_overlong", 0
+            )
+            why = (
+                f"no rollout gave a sample to train on ({dropped:.0f} samples over "
+                "algorithm.max_sample_tokens; the step's samples/ metrics say more)"
+            )
+        logger.warning(
+            "step %d made no update; the policy stays v%d (%d steps in a row): %s",
+            step,
+            self.version,
+            self.steps_without_update,
+            why,
+        )
+
     def _informative(self, records: list[RolloutRecord]) -> tuple[list[RolloutRecord], int]:
         """The records worth a gradient, and how many groups were left out as flat."""
         uses_all = self.config.kl_coef > 0 or self.config.entropy_coef > 0
-        if not self.options.skip_zero_variance or uses_all:
+        if not self.config.skip_zero_variance or uses_all:
             return records, 0
         rewards: dict[str, set[float]] = {}
         for r in records:

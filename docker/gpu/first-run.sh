@@ -150,7 +150,6 @@ WAIT
   timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config "$CONFIG" "${model[@]}" \
     --override "trainer.total_training_steps=$STEPS" \
     --override webshop.eval_every=1 --override webshop.eval_goals=8 \
-    --override webshop.skip_zero_variance=false \
     "${attn[@]}" "$@" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
   local rc=${PIPESTATUS[0]}
   stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"

@@ -189,16 +189,21 @@ def test_another_trainer_marking_first_rolls_the_step_back(
 
 
 def test_groups_with_equal_rewards_are_used_up_without_an_update(
-    fresh_settings: Settings, sessions, tiny_checkpoint: Path
+    fresh_settings: Settings, sessions, tiny_checkpoint: Path, caplog
 ) -> None:
     with session_scope(sessions) as session:
         groups = [add_group(session, [S, S], rewards=[0.0, 0.0]) for _ in range(2)]
     trainer = start(fresh_settings, tiny_checkpoint)
     try:
         weights = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
-        [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
+        with caplog.at_level(logging.WARNING, logger="trainer.loop"):
+            [result] = trainer.loop.run(steps=1, wait_timeout_s=10)
         assert result.version == 0 and result.metrics["update/skipped"] == 1.0
         assert result.metrics["batch/zero_variance_groups"] == 2.0
+        # said loudly, with the cause: a run whose versions never move says why
+        [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warning.startswith("step 1 made no update; the policy stays v0 (1 steps in a row)")
+        assert "in each of its 2 groups every rollout scored the same (rewards 0)" in warning
         after = trainer.learner.model.state_dict()
         assert all((after[k] == v).all() for k, v in weights.items())
         assert read_endpoint(trainer.redis).version == 0

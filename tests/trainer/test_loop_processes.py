@@ -133,12 +133,12 @@ def test_workers_keep_running_through_syncs(
         with session_scope(sessions) as session, EnvClient(env.url) as client:
             sync_goals(session, client)
         worker = celery_worker(tmp_path, settings, concurrency=8, name="sync").start()
-        config = TrainerConfig(group_size=2, batch_groups=1, max_staleness=1, lr=1e-3)
         # Random weights earn reward 0 everywhere: train on flat groups anyway, so that
         # every step syncs new weights while the worker runs.
-        options = LoopOptions(
-            checkpoint_dir=tmp_path / "ckpt", poll_s=0.2, skip_zero_variance=False
+        config = TrainerConfig(
+            group_size=2, batch_groups=1, max_staleness=1, lr=1e-3, skip_zero_variance=False
         )
+        options = LoopOptions(checkpoint_dir=tmp_path / "ckpt", poll_s=0.2)
         run = RunConfig(
             algorithm=config,
             sampling=Sampling(temperature=1.0, max_tokens=12),

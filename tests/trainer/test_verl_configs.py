@@ -14,6 +14,7 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config
 from verl.workers.config import RolloutConfig
 
 from trainer.backends.verl.config import ASYNC_OVERRIDES, CONFIG_NAMES, load_config
+from trainer.config import RunConfig
 
 MODELS = {
     "smoke": ".wsrl/policy/tiny-0",  # the locally bootstrapped tiny policy
@@ -79,9 +80,7 @@ def test_smollm2_plays_its_model_in_text_mode_within_its_context(
 ) -> None:
     """The config trains the folder `wsrl model get smollm2-135m` writes, which verl's own
     model config loads; its template renders no tools, so it plays text mode; prompt and
-    reply fit the model's context and a reply fits a sample; all-zero groups still reach
-    the update; its lr is above the Qwens'."""
-    from trainer.backends.verl.config import loop_options
+    reply fit the model's context and a reply fits a sample; its lr is above the Qwens'."""
     from trainer.models import chat_template_supports_tools
 
     monkeypatch.setenv("WSRL_DATA_DIR", str(smollm2.parents[1]))
@@ -94,7 +93,6 @@ def test_smollm2_plays_its_model_in_text_mode_within_its_context(
     data = config.data
     assert data.max_prompt_length + data.max_response_length <= model.tokenizer.model_max_length
     assert data.max_response_length >= config.webshop.max_tokens
-    assert not loop_options(config).skip_zero_variance
     lr = config.actor_rollout_ref.actor.optim.lr
     assert all(lr > load_config(q).actor_rollout_ref.actor.optim.lr for q in ("fast", "qwen"))
 
@@ -126,6 +124,17 @@ def test_a_bootstrapped_policy_is_played_as_it_was_bootstrapped(test_settings) -
     other = load_config("smoke", [path, "webshop.history_steps=3"])
     with pytest.raises(ValueError, match=r"webshop\.history_steps=3, but .* set webshop\.history"):
         agent_protocol_of(other, test_settings, "smoke")
+
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_flat_groups_are_left_out_by_one_default_but_in_the_smoke_config(name: str) -> None:
+    """``wsrl train``, Compose and first-run.sh read this one default (the run
+    configuration's); only the smoke config, a plumbing run whose policy scores 0, trains
+    on flat groups, and says so in its file."""
+    from trainer.backends.verl.config import run_config
+
+    skips = run_config(load_config(name)).algorithm.skip_zero_variance
+    assert skips == (name != "smoke") and RunConfig().algorithm.skip_zero_variance
 
 
 def test_unknown_config_name_lists_the_choices() -> None:

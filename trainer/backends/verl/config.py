@@ -209,7 +209,6 @@ def loop_options(config: DictConfig) -> LoopOptions:
         checkpoint_dir=Path(str(config.trainer.default_local_dir)),
         keep_checkpoints=int(config.trainer.max_actor_ckpt_to_keep or 1),
         poll_s=float(shop.poll_interval_s),
-        skip_zero_variance=bool(shop.skip_zero_variance),
         eval_every=int(shop.eval_every),
         final_eval_wait_s=float(shop.final_eval_wait_s),
     )

@@ -13,6 +13,7 @@ VERL_KEYS: dict[str, str] = {
     "algorithm.batch_groups": "data.train_batch_size",
     "algorithm.max_staleness": "webshop.max_staleness",
     "algorithm.min_group_rollouts": "webshop.min_group_rollouts",
+    "algorithm.skip_zero_variance": "webshop.skip_zero_variance",
     "algorithm.sample_mode": "webshop.sample_mode",
     "algorithm.step_discount": "webshop.step_discount",
     "algorithm.adv_estimator": "algorithm.adv_estimator",

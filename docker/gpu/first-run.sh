@@ -120,7 +120,7 @@ print("%s %s" % (m["name"], m["file"]) if m else "")' /tmp/wsrl-kit/manifest.jso
   for i in 1 2; do
     setsid wsrl worker -c 8 -Q rollouts,eval --name "gpu$i" > "$LOGS/worker$i.log" 2>&1 < /dev/null &
   done
-  setsid nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits \
+  setsid nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader,nounits \
     -lms 500 > "$LOGS/gpu.csv" 2>&1 < /dev/null &
   setsid $PY docker/gpu/report.py watch-endpoint > "$LOGS/endpoint.log" 2>&1 < /dev/null &
   $PY - <<'WAIT' || { stamp "FAILED: env server / API not up in 180 s"; tail_logs; exit 1; }

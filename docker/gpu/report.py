@@ -3,14 +3,22 @@
     python docker/gpu/report.py watch-endpoint   # log each endpoint record Redis holds
     python docker/gpu/report.py summary LOGS     # markdown: steps, versions, eval, GPU
 
+Where the GPU's time went comes from three clocks of the same machine: ``gpu.csv``
+(nvidia-smi's timestamp, memory and utilisation every 0.5 s), ``endpoint.log`` (each
+endpoint record with the time it was seen) and the train steps' own timings, which place
+old log-prob, update and weight sync inside each paused stretch (:func:`gpu_time`).
+
 Reads the project's settings (``WSRL_*``) for Postgres and Redis, as every process does.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import text
@@ -32,9 +40,199 @@ def watch_endpoint(poll_s: float = 0.5) -> None:
         except Exception as exc:  # Redis restarting: say so, keep watching
             record = f"unreadable: {exc}".encode()
         if record != last:
-            print(f"{time.strftime('%H:%M:%S')} {record.decode() if record else None}", flush=True)
+            seen = datetime.now().isoformat(timespec="milliseconds")
+            print(f"{seen} {record.decode() if record else None}", flush=True)
             last = record
         time.sleep(poll_s)
+
+
+PHASES = ("start-up", "rollouts", "paused, other", "old log-prob", "update", "weight sync")
+"""``start-up``: from the first GPU sample to the first ``serving`` record; ``rollouts``:
+while a version serves; a paused stretch (``paused`` record to the next ``serving``) is
+split by its step's timings: old log-prob and update (verl's, in the update), then weight
+sync (the swap, which ends at ``serving``), the rest (vLLM's sleep, the checkpoint, the
+commit) ``paused, other``."""
+
+
+@dataclass(frozen=True)
+class Span:
+    phase: str
+    start: datetime
+    end: datetime
+
+
+def gpu_samples(text: str) -> list[tuple[datetime, float, float]]:
+    """(time, memory used MiB, utilisation %) of each ``timestamp, memory.used,
+    utilization.gpu`` line nvidia-smi wrote; other lines (errors, a header) are skipped."""
+    out = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3:
+            continue
+        try:
+            at = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")
+            out.append((at, float(parts[1]), float(parts[2])))
+        except ValueError:
+            continue
+    return out
+
+
+def endpoint_records(text: str) -> list[tuple[datetime, str, int]]:
+    """(time seen, status, version) of each record ``watch-endpoint`` logged."""
+    out = []
+    for line in text.splitlines():
+        seen, _, raw = line.partition(" ")
+        try:
+            record = json.loads(raw)
+            out.append(
+                (datetime.fromisoformat(seen), str(record["status"]), int(record["version"]))
+            )
+        except (ValueError, TypeError, KeyError):
+            continue  # None (no record yet), or Redis unreadable
+    return out
+
+
+def timeline(
+    records: list[tuple[datetime, str, int]],
+    steps: dict[int, dict[str, float]],
+    begin: datetime,
+    end: datetime,
+) -> list[Span]:
+    """The run from ``begin`` to ``end`` as phases (:data:`PHASES`). ``steps``: the
+    metrics of the step that made each version, by that version."""
+    spans: list[Span] = []
+    first = next((t for t, status, _ in records if status == "serving"), end)
+    spans.append(Span("start-up", begin, min(first, end)))
+    paused_at: datetime | None = None
+    serving_at: datetime | None = None
+    for at, status, version in records:
+        if at < first:
+            continue
+        if status == "paused" and paused_at is None:
+            paused_at = at
+            if serving_at is not None:
+                spans.append(Span("rollouts", serving_at, at))
+                serving_at = None
+        elif status == "serving" and serving_at is None:
+            if paused_at is not None:
+                spans += _paused(paused_at, at, steps.get(version, {}))
+                paused_at = None
+            serving_at = at
+    if serving_at is not None:
+        spans.append(Span("rollouts", serving_at, end))
+    elif paused_at is not None:
+        spans.append(Span("paused, other", paused_at, end))
+    return [s for s in spans if s.end > s.start]
+
+
+def _paused(start: datetime, end: datetime, metrics: dict[str, float]) -> list[Span]:
+    """A paused stretch: the update's part before old log-prob (vLLM's sleep), old
+    log-prob, update, then the rest, and the weight sync that ends it."""
+
+    def seconds(key: str) -> timedelta:
+        return timedelta(seconds=max(float(metrics.get(key, 0.0)), 0.0))
+
+    old, update = seconds("timing_s/old_log_prob"), seconds("timing_s/update_actor")
+    sync_from = max(end - seconds("time/sync_s"), start)
+    old_from = min(start + max(seconds("time/update_s") - old - update, timedelta(0)), sync_from)
+    update_from = min(old_from + old, sync_from)
+    update_to = min(update_from + update, sync_from)
+    return [
+        Span("paused, other", start, old_from),
+        Span("old log-prob", old_from, update_from),
+        Span("update", update_from, update_to),
+        Span("paused, other", update_to, sync_from),
+        Span("weight sync", sync_from, end),
+    ]
+
+
+def _overlap(start: datetime, end: datetime, spans: list[Span]) -> float:
+    """The share of ``start``-``end`` inside ``spans`` (an instant: 1 if inside)."""
+    if end <= start:
+        return 1.0 if any(s.start <= start < s.end for s in spans) else 0.0
+    inside = sum(max((min(end, s.end) - max(start, s.start)).total_seconds(), 0.0) for s in spans)
+    return inside / (end - start).total_seconds()
+
+
+def gpu_time(
+    spans: list[Span],
+    samples: list[tuple[datetime, float, float]],
+    attempts: list[tuple[datetime, datetime, int]],
+) -> list[dict]:
+    """One row per phase: its seconds and share of the run, the GPU's mean utilisation
+    in it, and the tokens generated in it per second of the phase. The calls carry no
+    time of their own: an attempt's generated tokens (``attempts``: start, end, tokens)
+    are spread evenly over its duration."""
+    total = sum((s.end - s.start).total_seconds() for s in spans) or 1e-9
+    rows = []
+    for phase in PHASES:
+        mine = [s for s in spans if s.phase == phase]
+        seconds = sum((s.end - s.start).total_seconds() for s in mine)
+        if not mine:
+            continue
+        busy = [u for at, _, u in samples if any(s.start <= at < s.end for s in mine)]
+        tokens = round(sum(n * _overlap(start, end, mine) for start, end, n in attempts))
+        rows.append(
+            {
+                "phase": phase,
+                "seconds": round(seconds, 1),
+                "share of run": f"{100 * seconds / total:.1f} %",
+                "GPU busy (mean)": f"{sum(busy) / len(busy):.0f} %" if busy else "-",
+                "samples": len(busy),
+                "tokens": tokens,
+                "tokens/s": round(tokens / seconds, 1) if seconds else 0.0,
+            }
+        )
+    busy = [u for _, _, u in samples]
+    tokens = sum(n for _, _, n in attempts)
+    rows.append(
+        {
+            "phase": "whole run",
+            "seconds": round(total, 1),
+            "share of run": "100 %",
+            "GPU busy (mean)": f"{sum(busy) / len(busy):.0f} %" if busy else "-",
+            "samples": len(busy),
+            "tokens": tokens,
+            "tokens/s": round(tokens / total, 1),
+        }
+    )
+    return rows
+
+
+def _gpu_time_section(logs: Path, steps: list[dict]) -> list[str]:
+    gpu, endpoint = logs / "gpu.csv", logs / "endpoint.log"
+    if not (gpu.exists() and endpoint.exists()):
+        return []
+    samples = gpu_samples(gpu.read_text())
+    if not samples:
+        return []
+    by_version = {
+        int(s["policy_version"]): s["metrics"]
+        for s in steps
+        if not s["metrics"].get("update/skipped")
+    }
+    spans = timeline(
+        endpoint_records(endpoint.read_text()), by_version, samples[0][0], samples[-1][0]
+    )
+
+    def local(value: datetime) -> datetime:  # the logs' clock: this machine's, naive
+        return value.astimezone().replace(tzinfo=None)
+
+    attempts = [
+        (local(r["started_at"]), local(r["finished_at"]), int(r["tokens"] or 0))
+        for r in _rows(
+            "SELECT a.started_at, a.finished_at, "
+            "sum(octet_length(c.response_token_ids) / 4) AS tokens "  # packed int32
+            "FROM attempts a JOIN llm_calls c ON c.attempt_id = a.id "
+            "WHERE a.finished_at IS NOT NULL GROUP BY a.id"
+        )
+    ]
+    return [
+        "## Where the GPU's time went (phases from the endpoint records and the steps' "
+        "timings; tokens generated, each attempt's spread over its duration)",
+        "",
+        _table(gpu_time(spans, samples, attempts)),
+    ]
 
 
 def _rows(sql: str) -> list[dict]:
@@ -75,6 +273,7 @@ def summary(logs: Path) -> str:
         for s in steps
     ]
     out.append(_table(timing))
+    out += _gpu_time_section(logs, steps)
     out += ["## Workers' LLM calls by the policy version that served them", ""]
     out.append(
         _table(
@@ -130,9 +329,9 @@ def summary(logs: Path) -> str:
         ]
     gpu = logs / "gpu.csv"
     if gpu.exists():
-        used = [int(r.split(",")[0]) for r in gpu.read_text().splitlines() if re.match(r"^\d+,", r)]
+        used = [memory for _, memory, _ in gpu_samples(gpu.read_text())]
         if used:
-            out.append(f"GPU memory used, peak: {max(used)} MiB ({len(used)} samples)\n")
+            out.append(f"GPU memory used, peak: {max(used):.0f} MiB ({len(used)} samples)\n")
     trainer = logs / "trainer.log"
     if trainer.exists():
         rates = re.findall(r"generation throughput: ([\d.]+) tokens/s", trainer.read_text())

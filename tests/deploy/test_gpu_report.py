@@ -1,0 +1,122 @@
+"""The GPU run's report says where the GPU's time went (docker/gpu/report.py): its
+parsers on the lines nvidia-smi and ``watch-endpoint`` write, and a run's phases, busy
+shares and tokens per second on a timeline whose answer is known. The GPU run itself is
+the only other reader of this code, so it runs here on CPU, where it cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "docker" / "gpu" / "report.py")
+report = importlib.util.module_from_spec(spec)
+sys.modules["gpu_report"] = report  # dataclasses look their module up there
+spec.loader.exec_module(report)
+
+T0 = datetime(2026, 12, 6, 14, 0, 0)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def endpoint_line(seconds: float, status: str, version: int) -> str:
+    record = f'{{"base_url": "http://h:8200/v1", "model": "policy", "status": "{status}", '
+    return f'{at(seconds).isoformat(timespec="milliseconds")} {record}"version": {version}}}'
+
+
+def test_the_lines_nvidia_smi_and_watch_endpoint_write_are_read() -> None:
+    gpu = "\n".join(
+        [
+            "2026/12/06 14:00:00.000, 1200, 0",
+            "2026/12/06 14:00:00.500, 18200, 97",
+            "Failed to initialize NVML: Unknown Error",
+        ]
+    )
+    assert report.gpu_samples(gpu) == [(at(0), 1200.0, 0.0), (at(0.5), 18200.0, 97.0)]
+    log = "\n".join(
+        [
+            f"{at(1).isoformat(timespec='milliseconds')} None",
+            endpoint_line(10, "serving", 0),
+            f"{at(11).isoformat(timespec='milliseconds')} unreadable: Connection refused",
+            endpoint_line(20, "paused", 0),
+        ]
+    )
+    assert report.endpoint_records(log) == [(at(10), "serving", 0), (at(20), "paused", 0)]
+
+
+def test_a_run_is_split_into_its_phases_with_their_busy_shares_and_tokens() -> None:
+    # v0 serves at 10 s; the step making v1 pauses at 20 s (paused v0, then paused v1 for
+    # the sync) and serves v1 at 30 s; the run's samples end at 40 s.
+    records = [
+        (at(10), "serving", 0),
+        (at(20), "paused", 0),
+        (at(27), "paused", 1),
+        (at(30), "serving", 1),
+    ]
+    metrics = {
+        "time/update_s": 6.0,  # 1 s of vLLM's sleep before verl's old log-prob
+        "timing_s/old_log_prob": 1.0,
+        "timing_s/update_actor": 4.0,
+        "time/sync_s": 2.0,
+    }
+    spans = report.timeline(records, {1: metrics}, at(0), at(40))
+    assert [(s.phase, s.start, s.end) for s in spans] == [
+        ("start-up", at(0), at(10)),
+        ("rollouts", at(10), at(20)),
+        ("paused, other", at(20), at(21)),
+        ("old log-prob", at(21), at(22)),
+        ("update", at(22), at(26)),
+        ("paused, other", at(26), at(28)),
+        ("weight sync", at(28), at(30)),
+        ("rollouts", at(30), at(40)),
+    ]
+
+    def busy(t: float) -> float:  # 10 % while starting, 40 % serving, 90 % updating
+        return 90.0 if 21 <= t < 26 else 10.0 if t < 10 else 40.0
+
+    samples = [(at(k / 2), 1000.0, busy(k / 2)) for k in range(80)]
+    # attempts (start, end, tokens): within a serving stretch, and one across the pause
+    # (its 100 tokens spread over 15-35 s: a quarter in each rollouts part, half paused)
+    attempts = [(at(12), at(18), 300), (at(32), at(38), 100), (at(15), at(35), 100)]
+    rows = {r["phase"]: r for r in report.gpu_time(spans, samples, attempts)}
+    assert rows["start-up"]["seconds"] == 10.0 and rows["start-up"]["share of run"] == "25.0 %"
+    assert rows["rollouts"]["seconds"] == 20.0 and rows["rollouts"]["GPU busy (mean)"] == "40 %"
+    assert rows["rollouts"]["tokens"] == 450 and rows["rollouts"]["tokens/s"] == 22.5
+    assert rows["update"]["seconds"] == 4.0 and rows["update"]["GPU busy (mean)"] == "90 %"
+    assert rows["old log-prob"]["GPU busy (mean)"] == "90 %"
+    assert rows["paused, other"]["seconds"] == 3.0 and rows["weight sync"]["seconds"] == 2.0
+    assert rows["update"]["tokens"] == 20  # 4 of the attempt's 20 s
+    whole = rows["whole run"]
+    assert whole["seconds"] == 40.0 and whole["tokens"] == 500 and whole["samples"] == 80
+    assert sum(r["seconds"] for p, r in rows.items() if p != "whole run") == 40.0
+
+
+def test_a_run_that_never_served_is_all_start_up() -> None:
+    spans = report.timeline([], {}, at(0), at(120))
+    assert [(s.phase, s.start, s.end) for s in spans] == [("start-up", at(0), at(120))]
+
+
+def test_the_summary_of_a_run_carries_the_gpu_time_section(
+    fresh_settings, tmp_path: Path, monkeypatch
+) -> None:
+    """The whole summary on a migrated database (its SQL runs) with the run's two logs."""
+    from app.config import get_settings
+
+    (tmp_path / "gpu.csv").write_text(
+        "\n".join(f"2026/12/06 14:00:{k:02d}.000, 1000, 50" for k in range(20))
+    )
+    (tmp_path / "endpoint.log").write_text(endpoint_line(5, "serving", 0) + "\n")
+    monkeypatch.setenv("WSRL_DATABASE_URL", fresh_settings.database_url)
+    get_settings.cache_clear()
+    try:
+        text = report.summary(tmp_path)
+    finally:
+        get_settings.cache_clear()
+    assert "## Where the GPU's time went" in text
+    assert "| start-up | 5 | 26.3 % | 50 % | 5 | 0 | 0 |" in text  # v0 served at 5 s
+    assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 0 | 0 |" in text
+    assert "GPU memory used, peak: 1000 MiB (20 samples)" in text

@@ -199,6 +199,26 @@ def gpu_time(
     return rows
 
 
+PROBS_DIFF = "training/rollout_probs_diff_"
+
+
+def served_vs_trainer(steps: list[dict]) -> list[dict]:
+    """Per step with an update: how far the served (vLLM's) token probabilities were from
+    the trainer's own forward (verl's ``training/rollout_probs_*`` metrics, over the
+    response tokens), and their correlation."""
+    return [
+        {
+            "step": s["step"],
+            "version": s["policy_version"],
+            "mean": s["metrics"][f"{PROBS_DIFF}mean"],
+            "max": s["metrics"][f"{PROBS_DIFF}max"],
+            "pearson": s["metrics"].get("training/rollout_actor_probs_pearson_corr"),
+        }
+        for s in steps
+        if f"{PROBS_DIFF}mean" in s["metrics"]
+    ]
+
+
 def _gpu_time_section(logs: Path, steps: list[dict]) -> list[str]:
     gpu, endpoint = logs / "gpu.csv", logs / "endpoint.log"
     if not (gpu.exists() and endpoint.exists()):
@@ -274,6 +294,12 @@ def summary(logs: Path) -> str:
     ]
     out.append(_table(timing))
     out += _gpu_time_section(logs, steps)
+    out += [
+        "## Served against the trainer's probabilities of the same tokens (per step: "
+        "absolute difference over response tokens, mean and max; Pearson correlation)",
+        "",
+        _table(served_vs_trainer(steps)),
+    ]
     out += ["## Workers' LLM calls by the policy version that served them", ""]
     out.append(
         _table(

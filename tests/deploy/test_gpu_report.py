@@ -120,3 +120,21 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
     assert "| start-up | 5 | 26.3 % | 50 % | 5 | 0 | 0 |" in text  # v0 served at 5 s
     assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 0 | 0 |" in text
     assert "GPU memory used, peak: 1000 MiB (20 samples)" in text
+
+
+def test_the_served_and_the_trainers_probabilities_are_reported_per_updating_step() -> None:
+    steps = [
+        {
+            "step": 1,
+            "policy_version": 1,
+            "metrics": {
+                "training/rollout_probs_diff_mean": 0.002,
+                "training/rollout_probs_diff_max": 0.09,
+                "training/rollout_actor_probs_pearson_corr": 0.99,
+            },
+        },
+        {"step": 2, "policy_version": 1, "metrics": {"update/skipped": 1.0}},
+    ]
+    assert report.served_vs_trainer(steps) == [
+        {"step": 1, "version": 1, "mean": 0.002, "max": 0.09, "pearson": 0.99}
+    ]

@@ -398,3 +398,30 @@ def test_both_backends_train_on_the_same_returns_and_advantages(tokenizer) -> No
         assert verl_adv[rollout_id] == pytest.approx(advantage, abs=1e-5), rollout_id
         assert verl_score[rollout_id] == pytest.approx(returns[rollout_id], abs=1e-6)
     assert local["straight"] > local["detour"] > 0 > local["none"]
+
+
+def test_the_served_and_the_trainers_logprobs_are_compared_on_our_batch(
+    tokenizer, samples_and_rewards
+) -> None:
+    """verl's rollout-vs-actor metrics (what the GPU report gives per step) read our
+    batch: the served logprobs against the trainer's, over generated tokens only."""
+    from trainer.backends.verl.dataproto import served_vs_trainer
+
+    samples, rewards = samples_and_rewards
+    data = build_dataproto(samples, rewards, tokenizer.pad_token_id, PROMPT_LEN, RESPONSE_LEN)
+    served = data.batch["rollout_log_probs"]
+    mask = data.batch["response_mask"].bool()
+    assert served_vs_trainer(data) == {}  # before the trainer's own forward
+    data.batch["old_log_probs"] = served.clone()
+    same = served_vs_trainer(data)
+    assert same["training/rollout_probs_diff_valid"] == 1
+    assert same["training/rollout_probs_diff_max"] == 0.0
+    moved = served.clone()
+    row, col = mask.nonzero()[0].tolist()  # one generated token, made 0.1 nats likelier
+    moved[row, col] += 0.1
+    moved[~mask] = 5.0  # off the mask: never counted
+    data.batch["old_log_probs"] = moved
+    diff = served_vs_trainer(data)
+    expected = float(torch.exp(moved[row, col]) - torch.exp(served[row, col]))
+    assert abs(diff["training/rollout_probs_diff_max"] - expected) < 1e-6
+    assert 0 < diff["training/rollout_probs_diff_mean"] < expected

@@ -202,3 +202,15 @@ def with_rollout_advantages(
     data.batch["advantages"] = per_row_adv[:, None] * mask
     data.batch["returns"] = per_row_ret[:, None] * mask
     return data
+
+
+def served_vs_trainer(batch: DataProto) -> dict[str, float]:
+    """How far the served logprobs (the workers' ``rollout_log_probs``, from vLLM) are from
+    the trainer's ``old_log_probs`` of the same tokens: verl's own
+    ``training/rollout_probs_diff_{max,mean,std}`` (absolute differences of the tokens'
+    probabilities over the response mask) and their Pearson correlation."""
+    from verl.utils.debug.metrics import calculate_debug_metrics
+
+    if not {"rollout_log_probs", "old_log_probs"} <= set(batch.batch.keys()):
+        return {}  # (a TensorDict answers no `in`)
+    return {k: float(v) for k, v in calculate_debug_metrics(batch).items()}

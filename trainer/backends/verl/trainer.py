@@ -61,6 +61,7 @@ from trainer.backends.verl.dataproto import (
     build_dataproto,
     fitting_samples,
     pad_to_multiple,
+    served_vs_trainer,
     with_rollout_advantages,
 )
 from trainer.backends.verl.relay import PortRelay, published_base_url
@@ -276,6 +277,7 @@ class WebShopPPOTrainer(RayPPOTrainer):
         metrics["timing_s/old_log_prob"] = time.perf_counter() - started
         old_log_prob.batch.pop("entropys", None)
         batch = batch.union(old_log_prob)
+        metrics.update(served_vs_trainer(batch))
         if self.use_reference_policy:
             batch = batch.union(self._compute_ref_log_prob(batch))
         reward_tensor, _ = extract_reward(batch)

@@ -16,7 +16,8 @@
 # Celery workers, then `wsrl train --backend verl --config $CONFIG` (default smoke, the
 # shipped tiny policy; MODEL: a model folder on the host in its place) for STEPS steps (vLLM on
 # the GPU as verl starts it, colocated: sleep/wake and weight sync each step) with a
-# held-out evaluation after each version, and writes $OUT/report.md with the logs' tails.
+# held-out evaluation after each version, then (VLLM_ALONE=0 skips it) vLLM's own offline
+# benchmark on the same model and GPU, and writes $OUT/report.md with the logs' tails.
 # A kit built with MODEL=NAME carries that model's GGUF: `run` converts it into
 # $DATA/models/NAME first (`wsrl model get NAME --from FILE`), where its config finds it.
 # Everything lives under /tmp and in processes started with setsid: later commands of the
@@ -153,6 +154,14 @@ WAIT
     "${attn[@]}" "$@" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
   local rc=${PIPESTATUS[0]}
   stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"
+  if [ "${VLLM_ALONE:-1}" = 1 ]; then  # the GPU is free again: vLLM's own ceiling on it
+    local t_alone=$SECONDS
+    if $PY docker/gpu/report.py vllm-alone "$LOGS" "$CONFIG" $MODEL > "$LOGS/vllm-alone.log" 2>&1; then
+      stamp "vLLM alone benchmarked in $((SECONDS - t_alone)) s"
+    else
+      stamp "vLLM alone: failed after $((SECONDS - t_alone)) s (vllm-alone.log)"
+    fi
+  fi
   $PY docker/gpu/report.py summary "$LOGS" >> "$OUT/report.md" 2>&1
   tail_logs
   stamp "$([ "$rc" -eq 0 ] && echo PASSED || echo FAILED) in $((SECONDS - t0)) s"

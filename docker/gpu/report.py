@@ -2,6 +2,7 @@
 
     python docker/gpu/report.py watch-endpoint   # log each endpoint record Redis holds
     python docker/gpu/report.py summary LOGS     # markdown: steps, versions, eval, GPU
+    python docker/gpu/report.py vllm-alone LOGS CONFIG [MODEL]  # vLLM's own ceiling
 
 Where the GPU's time went comes from three clocks of the same machine: ``gpu.csv``
 (nvidia-smi's timestamp, memory and utilisation every 0.5 s), ``endpoint.log`` (each
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -219,6 +221,53 @@ def served_vs_trainer(steps: list[dict]) -> list[dict]:
     ]
 
 
+VLLM_ALONE = {"prompts": 256, "input_len": 700, "output_len": 128}
+"""vLLM's offline benchmark after the run: random prompts of the length a SmolLM2 prompt
+has in text mode (median 702 tokens, smollm2.yaml) and as many new tokens as its replies
+may have (``webshop.max_tokens``), all at once: what vLLM alone reaches on this GPU."""
+
+
+def vllm_alone(logs: Path, config: str, model: str | None = None) -> dict:
+    """Runs ``vllm bench throughput`` on the run's model (``model``, else the config's)
+    with nothing else on the GPU; writes ``vllm-alone.json`` (vLLM's numbers plus
+    :data:`VLLM_ALONE` and the output tokens per second)."""
+    if model is None:
+        from trainer.backends.verl.config import load_config
+
+        model = str(load_config(config).actor_rollout_ref.model.path)
+    out = logs / "vllm-alone.json"
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "throughput",
+        "--model", model, "--dataset-name", "random", "--seed", "0",
+        "--num-prompts", str(VLLM_ALONE["prompts"]),
+        "--random-input-len", str(VLLM_ALONE["input_len"]),
+        "--random-output-len", str(VLLM_ALONE["output_len"]),
+        "--gpu-memory-utilization", "0.5", "--output-json", str(out),
+    ]  # fmt: skip
+    subprocess.run(command, check=True, timeout=600)
+    result = {**json.loads(out.read_text()), **VLLM_ALONE, "model": model}
+    result["output_tokens_per_s"] = (
+        result["num_requests"] * VLLM_ALONE["output_len"] / result["elapsed_time"]
+    )
+    out.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def throughput_ratio(rows: list[dict], alone: dict) -> str:
+    """The pipeline's generated tokens per second while serving (the ``rollouts`` phase of
+    :func:`gpu_time`) as a share of vLLM's alone."""
+    rollouts = next((r for r in rows if r["phase"] == "rollouts"), None)
+    ceiling = float(alone["output_tokens_per_s"])
+    if rollouts is None or ceiling <= 0:
+        return "no rollouts phase or no vLLM benchmark to compare"
+    return (
+        f"the pipeline generated {rollouts['tokens/s']:.0f} tokens/s while serving; vLLM "
+        f"alone on this GPU ({alone['prompts']} prompts of {alone['input_len']} tokens, "
+        f"{alone['output_len']} new tokens each, all at once) {ceiling:.0f}: "
+        f"**{rollouts['tokens/s'] / ceiling:.3f}x**"
+    )
+
+
 def _gpu_time_section(logs: Path, steps: list[dict]) -> list[str]:
     gpu, endpoint = logs / "gpu.csv", logs / "endpoint.log"
     if not (gpu.exists() and endpoint.exists()):
@@ -247,12 +296,18 @@ def _gpu_time_section(logs: Path, steps: list[dict]) -> list[str]:
             "WHERE a.finished_at IS NOT NULL GROUP BY a.id"
         )
     ]
-    return [
+    rows = gpu_time(spans, samples, attempts)
+    section = [
         "## Where the GPU's time went (phases from the endpoint records and the steps' "
         "timings; tokens generated, each attempt's spread over its duration)",
         "",
-        _table(gpu_time(spans, samples, attempts)),
+        _table(rows),
     ]
+    alone = logs / "vllm-alone.json"
+    if alone.exists():
+        ratio = throughput_ratio(rows, json.loads(alone.read_text()))
+        section.append(f"Throughput against vLLM alone: {ratio}\n")
+    return section
 
 
 def _rows(sql: str) -> list[dict]:
@@ -382,6 +437,8 @@ def main(argv: list[str]) -> None:
         watch_endpoint()
     elif argv[:1] == ["summary"] and len(argv) == 2:
         print(summary(Path(argv[1])))
+    elif argv[:1] == ["vllm-alone"] and len(argv) in (3, 4):
+        print(json.dumps(vllm_alone(Path(argv[1]), argv[2], *argv[3:]), indent=2))
     else:
         sys.exit(__doc__)
 

@@ -110,6 +110,9 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
         "\n".join(f"2026/12/06 14:00:{k:02d}.000, 1000, 50" for k in range(20))
     )
     (tmp_path / "endpoint.log").write_text(endpoint_line(5, "serving", 0) + "\n")
+    alone = {"elapsed_time": 4.0, "num_requests": 256, **report.VLLM_ALONE}
+    alone["output_tokens_per_s"] = 256 * 128 / 4.0
+    (tmp_path / "vllm-alone.json").write_text(report.json.dumps(alone))
     monkeypatch.setenv("WSRL_DATABASE_URL", fresh_settings.database_url)
     get_settings.cache_clear()
     try:
@@ -120,6 +123,8 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
     assert "| start-up | 5 | 26.3 % | 50 % | 5 | 0 | 0 |" in text  # v0 served at 5 s
     assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 0 | 0 |" in text
     assert "GPU memory used, peak: 1000 MiB (20 samples)" in text
+    assert "Throughput against vLLM alone: no rollouts phase or no vLLM" not in text
+    assert "while serving; vLLM alone on this GPU" in text
 
 
 def test_the_served_and_the_trainers_probabilities_are_reported_per_updating_step() -> None:
@@ -138,3 +143,11 @@ def test_the_served_and_the_trainers_probabilities_are_reported_per_updating_ste
     assert report.served_vs_trainer(steps) == [
         {"step": 1, "version": 1, "mean": 0.002, "max": 0.09, "pearson": 0.99}
     ]
+
+
+def test_the_pipelines_throughput_is_a_share_of_vllm_alone() -> None:
+    rows = [{"phase": "start-up", "tokens/s": 0.0}, {"phase": "rollouts", "tokens/s": 2048.0}]
+    alone = {**report.VLLM_ALONE, "output_tokens_per_s": 8192.0}
+    line = report.throughput_ratio(rows, alone)
+    assert line.endswith("**0.250x**") and "2048 tokens/s while serving" in line
+    assert report.throughput_ratio(rows[:1], alone).startswith("no rollouts phase")

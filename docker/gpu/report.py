@@ -362,6 +362,8 @@ def summary(logs: Path) -> str:
                 "SELECT policy_version, count(*) AS calls, "
                 "count(*) FILTER (WHERE response_token_ids IS NOT NULL) AS with_token_ids, "
                 "count(*) FILTER (WHERE response_logprobs IS NOT NULL) AS with_logprobs, "
+                # vLLM answers a request in flight when it pauses for a sync with "abort"
+                "count(*) FILTER (WHERE finish_reason = 'abort') AS aborted, "
                 "round(avg(latency_ms)::numeric, 1) AS mean_latency_ms, "
                 # token ids are packed int32 (app/db/types.py)
                 "sum(octet_length(response_token_ids) / 4) AS response_tokens, "

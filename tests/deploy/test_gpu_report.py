@@ -103,8 +103,22 @@ def test_a_run_that_never_served_is_all_start_up() -> None:
 def test_the_summary_of_a_run_carries_the_gpu_time_section(
     fresh_settings, tmp_path: Path, monkeypatch
 ) -> None:
-    """The whole summary on a migrated database (its SQL runs) with the run's two logs."""
+    """The whole summary on a migrated database (its SQL runs) with the run's two logs
+    and one group of two rollouts, one of whose calls vLLM aborted."""
+    from helpers.training_rows import S, add_group
+    from sqlalchemy import select
+
     from app.config import get_settings
+    from app.db.models import Attempt, LlmCall
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+
+    engine = make_engine(fresh_settings)
+    with session_scope(make_sessionmaker(engine)) as session:
+        add_group(session, [S, S])
+        for attempt in session.scalars(select(Attempt)):  # 6 tokens each, 6-16 s
+            attempt.started_at, attempt.finished_at = at(6).astimezone(), at(16).astimezone()
+        session.scalars(select(LlmCall)).first().finish_reason = "abort"
+    engine.dispose()
 
     (tmp_path / "gpu.csv").write_text(
         "\n".join(f"2026/12/06 14:00:{k:02d}.000, 1000, 50" for k in range(20))
@@ -121,10 +135,11 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
         get_settings.cache_clear()
     assert "## Where the GPU's time went" in text
     assert "| start-up | 5 | 26.3 % | 50 % | 5 | 0 | 0 |" in text  # v0 served at 5 s
-    assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 0 | 0 |" in text
+    assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 12 | 0.9 |" in text
     assert "GPU memory used, peak: 1000 MiB (20 samples)" in text
     assert "Throughput against vLLM alone: no rollouts phase or no vLLM" not in text
     assert "while serving; vLLM alone on this GPU" in text
+    assert "| 0 | 4 | 4 | 4 | 1 |" in text  # v0's calls: 4, all with ids and logprobs, 1 aborted
 
 
 def test_the_served_and_the_trainers_probabilities_are_reported_per_updating_step() -> None:

@@ -65,6 +65,7 @@ from trainer.backends.verl.dataproto import (
     with_rollout_advantages,
 )
 from trainer.backends.verl.relay import PortRelay, published_base_url
+from trainer.backends.verl.startup import startup_lines, timed_calls
 from trainer.config import RunConfig
 from trainer.loop import TrainLoop, build_loop, resume
 from trainer.publish import committed_step
@@ -166,8 +167,21 @@ class WebShopPPOTrainer(RayPPOTrainer):
     def init_workers(self) -> None:
         """verl's workers; in async mode also standalone vLLM replicas on their own GPUs.
         Then the address workers are given: a relay on ``webshop.endpoint.port`` in front of
-        every replica's server (verl picks their ports at random)."""
-        super().init_workers()
+        every replica's server (verl picks their ports at random). What verl's part took
+        is logged by part (:mod:`trainer.backends.verl.startup`)."""
+        from verl.experimental.agent_loop import AgentLoopManager
+        from verl.experimental.reward_loop import RewardLoopManager
+        from verl.workers.rollout.llm_server import LLMServerManager
+
+        started = time.perf_counter()
+        parts = [
+            (RewardLoopManager, "__init__", "verl's reward loop workers"),
+            (LLMServerManager, "create", "the vLLM servers, launch to ready"),
+            (AgentLoopManager, "create", "verl's agent loop workers"),
+        ]
+        with timed_calls(parts) as calls:
+            super().init_workers()
+        logger.info(startup_lines(calls, time.perf_counter() - started))
         self.serving_manager = self.llm_server_manager
         self.serving_checkpoints = self.checkpoint_manager
         if self.shop.mode == "async":

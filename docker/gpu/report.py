@@ -423,6 +423,12 @@ def summary(logs: Path) -> str:
                 f"vLLM generation throughput (its own log): max {max(map(float, rates))} "
                 f"tokens/s over {len(rates)} reports\n"
             )
+        startup = [
+            line
+            for line in trainer.read_text().splitlines()
+            if "start-up: " in line or "verl's workers started in" in line
+        ]
+        out += ["## Start-up of verl's workers, by part", "", "```", *startup, "```", ""]
         errors = [
             line
             for line in trainer.read_text().splitlines()

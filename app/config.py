@@ -44,6 +44,10 @@ class Settings(BaseSettings):
 
     # --- services talking to each other ------------------------------------------------
     env_url: str = Field("http://127.0.0.1:3000", description="WebShop env server.")
+    babyai_url: str = Field(
+        "http://127.0.0.1:3100",
+        description="BabyAI env server (AgentGym's protocol; `wsrl env babyai`).",
+    )
     env_token: str | None = Field(
         None,
         description="Bearer token the env server requires on its session routes (`wsrl env "
@@ -191,7 +195,7 @@ class Settings(BaseSettings):
         "policy eval and bootstrap, exports, catalogs) when their output is not a terminal.",
     )
 
-    # --- the agent and its LLM calls (app/core/agent.py, workers/llm.py) ---------------
+    # --- the agent and its LLM calls (app/core/agent.py, workers/llm_client.py) ---------------
     agent_history_steps: int = Field(
         4, description="Previous steps (action + short observation) shown in each prompt."
     )

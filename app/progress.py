@@ -29,7 +29,6 @@ from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.performance import evaluation_rounds, version_span
 from app.db.session import session_scope
-from app.webshop.success import is_success
 
 
 @dataclass
@@ -42,6 +41,7 @@ class EpisodeTally:
     retried: int = 0
     superseded: int = 0
     rewards: list[float] = field(default_factory=list)
+    solved: int = 0
     running: set[str] = field(default_factory=set)
     since: float = field(default_factory=time.monotonic)
 
@@ -54,6 +54,7 @@ class EpisodeTally:
         elif kind == "succeeded":
             self.succeeded += 1
             self.rewards.append(float(message.get("reward", 0.0)))
+            self.solved += bool(message.get("success"))  # by the episode's environment
             self.running.discard(key)
         elif kind == "failed":
             self.running.discard(key)
@@ -68,12 +69,11 @@ class EpisodeTally:
     def summary(self) -> str:
         elapsed = max(time.monotonic() - self.since, 1e-9)
         mean = sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
-        solved = sum(map(is_success, self.rewards))
         return (
             f"running {len(self.running)} | succeeded {self.succeeded} "
             f"({self.succeeded / elapsed:.2f}/s) | failed {self.failed} | "
             f"retried {self.retried} | lost {self.superseded} | "
-            f"mean reward {mean:.3f} | success {solved}/{len(self.rewards)}"
+            f"mean reward {mean:.3f} | success {self.solved}/{len(self.rewards)}"
         )
 
 

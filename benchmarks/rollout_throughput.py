@@ -96,12 +96,13 @@ from helpers.processes import (  # noqa: E402
 from app.config import Settings, get_settings  # noqa: E402
 from app.core.celery import QUEUES, create_celery  # noqa: E402
 from app.core.endpoint import ENDPOINT_KEY  # noqa: E402
-from app.core.enqueue import enqueue_rollouts, sync_goals  # noqa: E402
-from app.core.env_client import EnvClient  # noqa: E402
+from app.core.enqueue import enqueue_rollouts  # noqa: E402
 from app.db import migrate  # noqa: E402
 from app.db.lifecycle import AttemptStatus  # noqa: E402
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step  # noqa: E402
 from app.db.session import make_engine, make_sessionmaker, session_scope  # noqa: E402
+from app.environments.webshop.client import EnvClient  # noqa: E402
+from app.environments.webshop.goals import sync_goals  # noqa: E402
 
 
 def measure(sessions, ids: list[uuid.UUID], concurrency: int, llm_s: float) -> dict[str, float]:

@@ -9,7 +9,7 @@ load generator never shares a GIL with the server) and measures:
    Prints wall time, calls/s and the p50/p95/p99 of per-call latency next to the
    configured ``--latency-ms``: with an async server every call takes about latency_ms
    instead of queueing. The client shares the machine's cores with the server;
-2. client overhead: p50 of one :class:`workers.llm.LLMClient` call at latency 0, one
+2. client overhead: p50 of one :class:`workers.llm_client.LLMClient` call at latency 0, one
    after the other (parse + token capture + HTTP on localhost).
 
     .venv/bin/python benchmarks/scripted_llm.py --concurrency 128 --rounds 8 --latency-ms 200
@@ -29,8 +29,9 @@ import time
 import httpx
 
 from app.config import Settings
-from app.core.agent import HistoryStep, build_messages
-from workers.llm import LLMClient
+from app.core.agent import HistoryStep
+from app.environments.webshop.agent import build_messages
+from workers.llm_client import LLMClient
 
 RESULTS_OBS = "Instruction: [SEP] i need a red desk lamp [SEP] Back to Search [SEP] " + (
     "Page 1 (Total results: 50) [SEP] Next > [SEP] "

@@ -31,13 +31,16 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.core.agent import parse_action
+from app.config import get_settings
+from app.core.agent import AgentProtocol
+from app.environments.webshop.agent import parse_action
 from app.webshop.env import WebShopEnv
 from trainer.bootstrap import demonstrations
 from trainer.bootstrap.build import BootstrapConfig, bootstrap
 from trainer.bootstrap.copy_pretraining import CopyTask
 from trainer.bootstrap.inprocess_eval import evaluate
 from trainer.bootstrap.tiny_policy import TinySize
+from trainer.checkpoint_protocol import policy_protocol
 from trainer.generation import GenerationRequest, generate_batch
 
 
@@ -62,9 +65,11 @@ def random_baseline(env: WebShopEnv, goals: list[int], seed: int) -> tuple[float
     return sum(r == 1.0 for r in rewards) / len(rewards), sum(rewards) / len(rewards)
 
 
-def action_accuracy(model, tokenizer, env: WebShopEnv, goals: list[int], history: int) -> str:
+def action_accuracy(
+    model, tokenizer, env: WebShopEnv, goals: list[int], protocol: AgentProtocol
+) -> str:
     """Greedy replies equal to the demonstrator's action, per kind of decision."""
-    demos = demonstrations.collect(env, goals, 15, history)
+    demos = demonstrations.collect(env, goals, protocol)
     hits: dict[str, list[bool]] = {}
     for start in range(0, len(demos), 25):
         chunk = demos[start : start + 25]
@@ -142,7 +147,8 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     goals = env.goal_ids("test")[: args.goals]
-    print(f"action accuracy by kind: {action_accuracy(model, tokenizer, env, goals, args.history)}")
+    protocol = policy_protocol(get_settings(), out)  # as its bootstrap recorded it
+    print(f"action accuracy by kind: {action_accuracy(model, tokenizer, env, goals, protocol)}")
     success, reward = random_baseline(env, goals, args.seed)
     print(f"success random: {success:.1%} on {len(goals)} test goals, mean reward {reward:.3f}")
     for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
@@ -152,9 +158,9 @@ def main() -> None:
             tokenizer,
             env,
             goals,
+            protocol=protocol,
             temperature=temperature,
             seed=args.seed,
-            history_steps=args.history,
         )
         print(
             f"success {name}: {result.success_rate:.1%} on {len(goals)} test goals, "

@@ -282,6 +282,7 @@ class Sampling:
 class Schedule:
     """Which goals the rollouts play, and when held-out evaluations run."""
 
+    environment: str = knob("webshop", "Environment the rollouts play: webshop, babyai.")
     split: str = knob("train", "Goal split the train rollouts are drawn from.")
     train_starts: tuple[str, ...] = knob(
         ("search",),
@@ -295,12 +296,19 @@ class Schedule:
     eval_temperature: float = knob(0.0, "Sampling temperature of evaluations (0: greedy).")
 
     def __post_init__(self) -> None:
-        from app.core.opening import parse_starts
+        from app.db.lifecycle import parse_starts
+        from app.environments import get_environment
 
+        environment = get_environment(self.environment)
         try:
             self.train_starts = tuple(parse_starts(",".join(self.train_starts)))
         except ValueError as exc:
             raise ValueError(f"train_starts: {exc}") from None
+        if not environment.openings and self.train_starts != ("search",):
+            raise ValueError(
+                f"train_starts={','.join(self.train_starts)}: {self.environment} has no "
+                "openings; its episodes start at search only"
+            )
         if self.eval_every < 0:
             raise ValueError(f"eval_every={self.eval_every} must be >= 0 (0: never).")
         _check_positive(self, ("eval_goals",))

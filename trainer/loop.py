@@ -57,7 +57,6 @@ from app.core.enqueue import cancel_rollouts
 from app.db.lifecycle import UNFINISHED_ROLLOUT_STATUSES, RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.session import session_scope
-from app.webshop.success import success_rate
 from trainer.batches import Selection
 from trainer.config import RunConfig, TrainerConfig
 from trainer.publish import Publisher, committed_step
@@ -155,15 +154,23 @@ def episode_returns(records: Sequence[RolloutRecord], config: TrainerConfig) -> 
     return {r.rollout_id: discounted_return(r.reward, len(r.calls), config) for r in records}
 
 
-def batch_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
-    """Reward and success of the rollouts trained on (:mod:`app.webshop.success`)."""
+def batch_metrics(records: Sequence[RolloutRecord], successes: Sequence[bool]) -> dict[str, float]:
+    """Reward and success of the rollouts trained on (``successes``: each rollout's
+    ``success``, as the worker judged it by its environment's rule)."""
     rewards = [r.reward for r in records]
     return {
         "reward/mean": statistics.fmean(rewards) if rewards else 0.0,
         "reward/std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
-        "reward/success": success_rate(rewards),
+        "reward/success": sum(successes) / len(successes) if successes else 0.0,
         "batch/rollouts": float(len(rewards)),
     }
+
+
+def successes_of(session: Session, records: Sequence[RolloutRecord]) -> list[bool]:
+    """The ``success`` of each rollout of ``records``."""
+    ids = [uuid.UUID(r.rollout_id) for r in records]
+    found = session.scalars(select(Rollout.success).where(Rollout.id.in_(ids))).all()
+    return [bool(s) for s in found]
 
 
 def commit_step(
@@ -285,8 +292,10 @@ class TrainLoop:
         )
         times["time/batch_s"] = time.perf_counter() - started
         step = self.step + 1
+        with session_scope(self.sessions) as session:
+            successes = successes_of(session, records)
         metrics: dict[str, Any] = {
-            **batch_metrics(records),
+            **batch_metrics(records, successes),
             **selection.as_metrics(),
             **batch_stats,
             "batch/retired_groups": float(len(selection.discarded)),
@@ -548,6 +557,7 @@ def build_loop(
             settings,
             run.algorithm,
             step,
+            environment=schedule.environment,
             split=schedule.split,
             sampling=sampling,
             starts=schedule.train_starts,

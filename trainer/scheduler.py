@@ -8,8 +8,9 @@ Postgres is the truth: a group is outstanding while any of its train rollouts is
 group), and the count is re-read on every top-up, so the scheduler needs no state of its
 own and restarts cleanly.
 
-Each train group draws its start (:mod:`app.core.opening`) uniformly from ``starts``; all
-rollouts of a group share it, so GRPO compares episodes that began on the same page.
+Each train group draws its start (:mod:`app.environments.webshop.opening`) uniformly from
+``starts``; all rollouts of a group share it, so GRPO compares episodes that began on the
+same page.
 Evaluation episodes always start at ``search``: the full task is what is measured.
 """
 
@@ -29,8 +30,7 @@ from app.config import Settings
 from app.core.celery import create_celery
 from app.core.enqueue import choose_goals, enqueue_rollouts
 from app.core.evaluation import enqueue_evaluation
-from app.core.opening import parse_start
-from app.db.lifecycle import UNFINISHED_ROLLOUT_STATUSES, RolloutMode, RolloutStart
+from app.db.lifecycle import UNFINISHED_ROLLOUT_STATUSES, RolloutMode, RolloutStart, parse_start
 from app.db.models import Rollout
 from trainer.config import TrainerConfig
 
@@ -61,6 +61,8 @@ class Scheduler:
     group_size: int
     target_groups: int
     """Groups to keep queued or running: ``batch_groups * (1 + max_staleness)``."""
+    environment: str | None = None
+    """Whose goals the groups and evaluations draw (None: any goal)."""
     split: str = "train"
     sampling: dict[str, Any] | None = None
     """Sampling parameters stored on each rollout (temperature, max_tokens, ...)."""
@@ -110,7 +112,9 @@ class Scheduler:
         if missing == 0:
             return 0
         goal_rng = random.Random(self._rng.randrange(2**31))
-        goal_ids = choose_goals(session, self.split, missing, goal_rng)
+        goal_ids = choose_goals(
+            session, self.split, missing, goal_rng, environment=self.environment
+        )
         by_start: dict[str, list[int]] = defaultdict(list)
         for goal_id in goal_ids:  # one start draws nothing: the goals stay as they were
             start = self.starts[0] if len(self.starts) == 1 else self._rng.choice(self.starts)
@@ -136,7 +140,13 @@ class Scheduler:
         goals and success by policy version compares like with like."""
         if self.eval_goals <= 0:
             return 0
-        goal_ids = choose_goals(session, self.eval_split, self.eval_goals, random.Random(EVAL_SEED))
+        goal_ids = choose_goals(
+            session,
+            self.eval_split,
+            self.eval_goals,
+            random.Random(EVAL_SEED),
+            environment=self.environment,
+        )
         enqueue_evaluation(
             session, self.celery, goal_ids, settings=self.settings, sampling=self.eval_sampling
         )

@@ -36,12 +36,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.agent import EpisodeResult, StepRecord
-from app.core.env_client import EnvClient, EnvError
+from app.core.env_client import EnvError
 from app.core.gateway_keys import attempt_key
 from app.core.llm import Sampling
 from app.db.models import LlmCall
+from app.environments.webshop.client import EnvClient
 from app.webshop.success import is_success
-from workers.agent import EpisodeRecorder
+from workers.player import EpisodeRecorder
 
 if TYPE_CHECKING:
     from workers.persistence import AttemptStart
@@ -154,7 +155,7 @@ def run_external_episode(
     worker: str = "-",
 ) -> EpisodeResult:
     """Have the agent at ``agent_url`` play one episode on ``goal_id``; the role of
-    :func:`workers.agent.run_episode` for external agents.
+    :func:`workers.player.run_episode` for external agents.
 
     Raises :class:`ExternalAgentError` (timeout, non-2xx, malformed answer, no gateway
     call, no purchase) and :class:`EnvError`; the env session is closed either way.
@@ -208,7 +209,8 @@ def run_external_episode(
             "agent %s reported %d steps, the env counted %d", agent_url, answer.steps, num_steps
         )
     reward = float(summary.get("reward") or 0.0)
-    verdict = "SUCCESS" if is_success(reward) else "FAIL"
+    success = is_success(reward)
+    verdict = "SUCCESS" if success else "FAIL"
     _emit(recorder, f"[DONE] {reward:.4g} {num_steps} {verdict}")
     versions = (
         (calls.version_min, calls.version_max)
@@ -229,6 +231,7 @@ def run_external_episode(
         policy_versions=versions,
         reward_parts=summary.get("reward_parts"),
         duration_s=time.monotonic() - started,
+        success=success,
     )
 
 

@@ -39,8 +39,7 @@ from app.db.lifecycle import (
     RolloutStatus,
     check_transition,
 )
-from app.db.models import Attempt, LlmCall, Rollout, Step
-from app.webshop.success import is_success
+from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 
 STEP_COLUMNS = frozenset(c.key for c in Step.__table__.columns) - {"id"}
 CALL_COLUMNS = frozenset(c.key for c in LlmCall.__table__.columns) - {"id"}
@@ -69,7 +68,13 @@ class AttemptStart:
     agent_url: str | None
     sampling: dict[str, Any] | None
     start: str = "search"
-    """Where the policy starts playing (:mod:`app.core.opening`)."""
+    """Where the policy starts playing (:mod:`app.environments.webshop.opening`)."""
+    environment: str = "webshop"
+    """The goal's environment (:data:`app.environments.ENVIRONMENTS`)."""
+    goal_spec: dict[str, Any] | None = None
+    """The goal's own fields, where its environment keeps them (``goals.spec``)."""
+    instruction: str = ""
+    """The goal's instruction (an AgentGym server's session does not say it)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ class EpisodeOutcome:
 
     reward: float
     num_steps: int
+    success: bool
+    """As the episode's environment judges the reward."""
     reward_parts: dict[str, Any] | None = None
 
 
@@ -136,6 +143,7 @@ def _lock_attempt(session: Session, attempt_id: int) -> tuple[Attempt, Rollout]:
 
 _ROLLOUTS = Rollout.__table__
 _ATTEMPTS = Attempt.__table__
+_GOALS = Goal.__table__
 
 # The once-per-episode statements, built once: building and coercing a statement costs
 # more CPU than running its cached compiled form.
@@ -157,7 +165,11 @@ _LOCK_FOR_START = (
         _ROLLOUTS.c.last_error,
         func.coalesce(func.now() < _ROLLOUTS.c.deadline_at, False).label("alive"),
         _RUNNING_IDS.label("running"),
+        _GOALS.c.environment,
+        _GOALS.c.spec,
+        _GOALS.c.instruction,
     )
+    .select_from(_ROLLOUTS.join(_GOALS, _GOALS.c.id == _ROLLOUTS.c.goal_id))
     .where(_ROLLOUTS.c.id == bindparam("rollout_id"))
     .with_for_update(of=_ROLLOUTS)
 )
@@ -340,6 +352,9 @@ def start_attempt(
         agent_url=rollout.agent_url,
         sampling=rollout.sampling,
         start=str(rollout.start),
+        environment=rollout.environment,
+        goal_spec=rollout.spec,
+        instruction=rollout.instruction,
     )
 
 
@@ -470,7 +485,7 @@ def finish_attempt(
 
     Returns False (and writes nothing) when the attempt was superseded or the rollout was
     cancelled meanwhile: exactly one attempt of a finished rollout is ``succeeded``.
-    ``success`` is :func:`app.webshop.success.is_success` of the reward; the policy versions
+    ``success`` is the outcome's (its environment's judgement); the policy versions
     seen are ``policy_versions`` when the caller saw every LLM call of the attempt (the
     built-in agent), else they are read from the attempt's recorded calls (calls through
     the gateway). Core statements, as in :func:`start_attempt`. With ``policy_versions``
@@ -536,7 +551,7 @@ def _outcome_params(
         "attempt_id": attempt_id,
         "owner_id": owner_id,
         "r_reward": outcome.reward,
-        "r_success": is_success(outcome.reward),
+        "r_success": outcome.success,
         "r_steps": outcome.num_steps,
         "r_parts": outcome.reward_parts,
         "v_min": low,

@@ -41,7 +41,7 @@ from app.core.enqueue import on_commit, send_after_commit
 from app.core.env_client import EnvError
 from app.core.llm import LLMError, LLMUnavailable, Sampling
 from app.db.session import DATABASE_DOWN, session_scope
-from workers.agent import run_episode
+from app.environments import get_environment
 from workers.external_agent import ExternalAgentError, play_external_attempt
 from workers.persistence import (
     AttemptStart,
@@ -52,6 +52,7 @@ from workers.persistence import (
     finish_attempt,
     start_attempt,
 )
+from workers.player import run_episode
 from workers.recording import AttemptRecorder, EpisodeBudgetExceeded, LogPublisher
 from workers.runtime import WorkerRuntime, liveness_s
 
@@ -214,18 +215,17 @@ def _play(
         if agent_url:
             result = play_external_attempt(runtime, start, recorder, agent_url)
         else:
-            protocol = played_protocol(runtime)
+            environment = get_environment(start.environment)
             result = run_episode(
-                runtime.env,
+                runtime.env_client(environment),
                 runtime.llm,
                 start.goal_id,
                 recorder,
-                max_steps=protocol.max_steps,
-                mode=protocol.mode,
+                protocol=played_protocol(runtime),
+                environment=environment,
+                goal_spec=start.goal_spec,
+                instruction=start.instruction,
                 sampling=Sampling.from_settings(settings).overridden(start.sampling),
-                history_steps=protocol.history_steps,
-                constrain_actions=protocol.constrain_actions,
-                result_refs=protocol.result_refs,
                 start=start.start,
                 worker=runtime.worker,
                 rollout=f"{str(start.rollout_id)[:8]}#{start.number}",
@@ -245,7 +245,10 @@ def _play(
             runtime, celery, start, recorder, publisher, reason, retryable, infrastructure
         )
     outcome = EpisodeOutcome(
-        reward=result.reward, num_steps=result.num_steps, reward_parts=result.reward_parts
+        reward=result.reward,
+        num_steps=result.num_steps,
+        success=result.success,
+        reward_parts=result.reward_parts,
     )
     pending = recorder.take_pending()
 
@@ -263,7 +266,9 @@ def _play(
     if not finished:
         publisher.publish("superseded")
         return Outcome.SUPERSEDED
-    publisher.publish("succeeded", reward=result.reward, steps=result.num_steps)
+    publisher.publish(
+        "succeeded", reward=result.reward, steps=result.num_steps, success=result.success
+    )
     return Outcome.SUCCEEDED
 
 

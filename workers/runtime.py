@@ -18,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis import Redis
 from sqlalchemy import Engine
@@ -26,10 +27,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings, get_settings
 from app.core.celery import TimeLimits, time_limits
 from app.core.endpoint import EndpointResolver
-from app.core.env_client import EnvClient
 from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from workers.llm import LLMClient
+from app.environments import Environment
+from app.environments.webshop.client import EnvClient
+from workers.llm_client import LLMClient
 from workers.log_queue import PublishQueue
 from workers.persistence import extend_deadlines
 
@@ -92,6 +94,9 @@ class WorkerRuntime:
         self.redis: Redis = connect_redis(settings)
         self.log_queue = PublishQueue(self.redis)
         self.env = EnvClient.from_settings(settings)
+        """WebShop's env server (the external agents' sessions are there)."""
+        self._clients: dict[str, Any] = {"webshop": self.env}
+        self._clients_lock = threading.Lock()
         self.endpoints = EndpointResolver(settings, self.redis, sessions=self.sessions, follow=True)
         self.llm = LLMClient(settings, self.endpoints)
         self.active = ActiveAttempts()
@@ -118,9 +123,19 @@ class WorkerRuntime:
                 continue
             self.active.stop(a for a, rollout in attempts.items() if rollout not in running)
 
+    def env_client(self, environment: Environment) -> Any:
+        """The client of ``environment``'s env server, made on its first rollout."""
+        with self._clients_lock:
+            client = self._clients.get(environment.name)
+            if client is None:
+                client = self._clients[environment.name] = environment.client(self.settings)
+            return client
+
     def close(self) -> None:
         self._stop.set()
-        self.env.close()
+        with self._clients_lock:
+            for client in self._clients.values():
+                client.close()
         self.llm.close()
         self.log_queue.close()
         self.redis.close()

@@ -14,15 +14,20 @@ Needs root (``ip netns``); :class:`HostsUnavailable` says so before anything is 
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 HEAD_IP = "10.213.0.1"
 PREFIX_LEN = 24
 SLOW_RATE = "256kbit"
+
+log = logging.getLogger(__name__)
 
 
 class HostsUnavailable(RuntimeError):
@@ -79,8 +84,11 @@ class WorkerHost:
 class HostNetwork:
     """The bridge and ``count`` worker hosts; :meth:`remove` deletes them all."""
 
-    def __init__(self, tag: str, count: int) -> None:
+    def __init__(self, owner: int, count: int) -> None:
+        """``owner``: the pid of the run that makes them, part of every name, so that a
+        later run can tell a network whose run was killed from one whose run is alive."""
         check_available()
+        tag = str(owner)
         self.bridge = f"wsrl{tag}br"
         self.hosts = [
             WorkerHost(f"wsrl{tag}h{i}", f"10.213.0.{10 + i}", f"wsrl{tag}v{i}")
@@ -92,10 +100,13 @@ class HostNetwork:
             ["ip", "-o", "addr", "show", "to", HEAD_IP], capture_output=True, text=True
         ).stdout.split()
         if taken:
-            raise HostsUnavailable(
-                f"{HEAD_IP} is already on {taken[1]} (another chaos run, or one that was "
-                f"killed): stop it, or remove it with `ip link del {taken[1]}`"
-            )
+            owner = re.fullmatch(r"wsrl(\d+)br", taken[1])
+            if owner is None or _chaos_alive(int(owner[1])):
+                raise HostsUnavailable(
+                    f"{HEAD_IP} is already on {taken[1]} (another chaos run): stop it, or "
+                    f"remove it with `ip link del {taken[1]}`"
+                )
+            _remove_left_by(owner[1])
         try:
             _ip("link", "add", "name", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{HEAD_IP}/{PREFIX_LEN}", "dev", self.bridge)
@@ -122,3 +133,24 @@ class HostNetwork:
             subprocess.run(["ip", "netns", "del", host.name], capture_output=True, check=False)
             subprocess.run(["ip", "link", "del", host.link], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+
+
+def _chaos_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running chaos run (a reused pid running something else is not)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"chaos" in command
+
+
+def _remove_left_by(tag: str) -> None:
+    """Deletes the hosts and bridge of a run that was killed before it could remove them."""
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in re.findall(rf"^(wsrl{tag}h\d+)\b", spaces, re.MULTILINE):
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for name in re.findall(rf"^\d+: (wsrl{tag}v\d+)[@:]", links, re.MULTILINE):
+        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+    subprocess.run(["ip", "link", "del", f"wsrl{tag}br"], capture_output=True, check=False)
+    log.warning("removed the worker hosts of chaos run %s, which was killed before it could", tag)

@@ -185,7 +185,7 @@ class Chaos:
     def __init__(self, spec: RunSpec, model: Path, agent_env: dict[str, str]) -> None:
         self.spec = spec
         self.head = Head(spec.out)
-        self.network = HostNetwork(f"{os.getpid() % 10000}", spec.hosts)
+        self.network = HostNetwork(os.getpid(), spec.hosts)
         self.workers = {f"worker-{h.name}": h for h in self.network.hosts}
         env = {k: v for k, v in os.environ.items() if not k.startswith("WSRL_")}
         env.update(agent_env)

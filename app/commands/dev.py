@@ -92,11 +92,13 @@ def _port(url: str) -> int:
     return urlsplit(url).port or 80
 
 
-def _check_ports(settings) -> None:
+def _check_ports(settings, environment: str) -> None:
     from app.embedded.ports import port_is_free
+    from app.environments import get_environment
 
+    served = get_environment(environment)
     wanted = {
-        "WSRL_ENV_URL": _port(settings.env_url),
+        f"WSRL_{served.url_setting.upper()}": _port(served.url(settings)),
         "WSRL_API_URL": _port(settings.api_url),
         "WSRL_FLOWER_PORT": settings.flower_port,
     }
@@ -136,9 +138,12 @@ def dev(ctx: typer.Context, **values: Any) -> None:
 
     threads = values["threads"]
     try:
-        user = collect(
-            typed_values(ctx, values), values["config_file"], os.environ, DEV_DEFAULTS, "wsrl dev"
-        )
+        given = typed_values(ctx, values)
+        user = collect(given, values["config_file"], os.environ, DEV_DEFAULTS, "wsrl dev")
+        if not _has_openings(user.values.get("schedule.environment")):
+            # Its episodes start at search only: dev's item-page starts are WebShop's.
+            defaults = {k: v for k, v in DEV_DEFAULTS.items() if k != "schedule.train_starts"}
+            user = collect(given, values["config_file"], os.environ, defaults, "wsrl dev")
     except RunOptionError as exc:
         raise fail(exc) from exc
     run = build_run(user)  # validated as `wsrl train` validates it, before anything starts
@@ -167,7 +172,7 @@ def dev(ctx: typer.Context, **values: Any) -> None:
         except ModelError as exc:
             raise fail(exc) from exc
     _prepare(settings)
-    _check_ports(settings)
+    _check_ports(settings, run.schedule.environment)
     if model is None:
         from trainer.backends.local.entry import ensure_tiny_policy
 
@@ -191,10 +196,12 @@ def dev(ctx: typer.Context, **values: Any) -> None:
         # Before the trainer starts: a step it commits while the others start is printed too.
         engine = make_engine(settings, pool_size=1)
         progress = TrainingProgress(make_sessionmaker(engine), datetime.now().astimezone())
-        _start_children(supervisor, settings, model, trainer_options, threads)
+        env_url = _start_children(
+            supervisor, settings, run.schedule.environment, model, trainer_options, threads
+        )
         out.print(
             f"[bold]webshop-rl dev[/bold] up in {time.monotonic() - started:.0f}s: "
-            f"env {settings.env_url}, API {settings.api_url}/docs, "
+            f"{run.schedule.environment} {env_url}, API {settings.api_url}/docs, "
             f"dashboard {dashboard_url(settings.api_url)} (token WSRL_API_TOKEN), "
             f"Flower http://127.0.0.1:{settings.flower_port} (user wsrl); Ctrl-C stops everything"
         )
@@ -328,11 +335,28 @@ def _prepare(settings) -> None:
         raise fail(exc) from exc
 
 
+def _has_openings(environment: str | None) -> bool:
+    from app.environments import ENVIRONMENTS
+
+    known = ENVIRONMENTS.get(environment or "webshop")
+    return known is None or known.openings  # an unknown name is refused by build_run
+
+
 def _start_children(
-    supervisor, settings, model: Path, trainer_options: list[str], threads: int
-) -> None:
-    env = supervisor.start("env", [*WSRL, "env", "serve", "--port", str(_port(settings.env_url))])
-    supervisor.wait_ready(env, _http_ok(f"{settings.env_url}/health"), timeout_s=300)
+    supervisor,
+    settings,
+    environment: str,
+    model: Path,
+    trainer_options: list[str],
+    threads: int,
+) -> str:
+    """Start every child; returns the URL of the environment's server."""
+    from app.environments import get_environment
+
+    served = get_environment(environment)
+    url = served.url(settings)
+    env = supervisor.start("env", [*WSRL, *served.serve, "--port", str(_port(url))])
+    supervisor.wait_ready(env, _http_ok(f"{url}{served.health}"), timeout_s=300)
     api = supervisor.start("api", [*WSRL, "api", "serve", "--port", str(_port(settings.api_url))])
     worker = supervisor.start(
         "worker", [*WSRL, "worker", "-c", str(threads), "-Q", "rollouts,eval", "--name", "dev"]
@@ -344,6 +368,7 @@ def _start_children(
     trainer_args = [*WSRL, "train", "--backend", "local", "--model", str(model)]
     trainer = supervisor.start("trainer", [*trainer_args, *trainer_options])
     supervisor.wait_ready(trainer, _log_says("trainer: policy"), timeout_s=300)
+    return url
 
 
 def _monitor(supervisor, progress, started: float, out: RunOutput) -> None:

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from app.commands import fail
 from trainer.backends import Backend, StartError, UnknownBackendError, choices, get_backend
-from trainer.config import RunConfig, VerlSection
+from trainer.config import RunConfig, Schedule, VerlSection
 
 if TYPE_CHECKING:
     from app.core.preflight import Check  # imported at run time, it costs `wsrl --help` 0.6 s
@@ -46,12 +46,19 @@ def print_checks(checks: Sequence[Check]) -> None:
 def doctor(
     backend: Annotated[str, typer.Option(help=f"{choices()}.")] = "verl",
     config: Annotated[str, typer.Option(help="verl config: smoke, fast, qwen or qwen3b.")] = "fast",
+    environment: Annotated[
+        str, typer.Option(help="Environment the run plays (its env server, its goals).")
+    ] = Schedule.environment,
 ) -> None:
     """Check that a training run can start: GPU stack, model, disk, services, settings."""
     from app.config import get_settings
 
     chosen = backend_named(backend)
-    run = RunConfig(backend=chosen.name, verl=VerlSection(config=config))
+    try:
+        schedule = Schedule(environment=environment)
+    except ValueError as exc:
+        raise fail(exc, code=2) from exc
+    run = RunConfig(backend=chosen.name, schedule=schedule, verl=VerlSection(config=config))
     try:
         checks = chosen.load().checks(get_settings(), run, {})
     except StartError as exc:  # an unknown or invalid verl config

@@ -1,4 +1,4 @@
-"""``wsrl env``: the WebShop environment (catalog generation, reference baselines).
+"""``wsrl env``: the environments (WebShop's catalog, reference baselines, the servers).
 
 ``env_cli`` is importable so that other modules can add commands to the same group.
 """
@@ -15,7 +15,10 @@ from app.webshop.success import success_rate
 
 console = Console(soft_wrap=True)
 
-env_cli = typer.Typer(help="The WebShop environment: catalog, baselines.", no_args_is_help=True)
+env_cli = typer.Typer(
+    help="The environments: WebShop's catalog and baselines, the env servers.",
+    no_args_is_help=True,
+)
 
 
 def register(cli: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""``wsrl env serve``: the WebShop environment over HTTP (joins the ``env`` group)."""
+"""``wsrl env serve`` and ``wsrl env babyai``: environments over HTTP (they join the
+``env`` group)."""
 
 from __future__ import annotations
 
@@ -112,6 +113,32 @@ def serve(
     run_server(app, host=host, port=port)
 
 
+def babyai(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(3100, "--port", min=1, max=65535, help="Port to listen on."),
+    max_turns: int = typer.Option(
+        50, "--max-turns", min=1, help="Actions per episode before it ends unsolved."
+    ),
+    max_envs: int = typer.Option(10_000, "--max-envs", min=1, help="Open ids at once (429)."),
+    session_ttl: float = typer.Option(
+        3600.0, "--session-ttl", min=0.001, help="Idle seconds before an id is closed."
+    ),
+) -> None:
+    """Serve BabyAI (minigrid's levels, in words) over AgentGym's BabyAI protocol.
+
+    AgentGym's BabyAI client, or any client of that protocol, plays it at
+    http://HOST:PORT (/create, /reset, /step, /observation, /close).
+    """
+    from app.babyai.server import create_app
+    from app.webshop.server.runner import serve as run_server
+
+    app = create_app(max_turns=max_turns, max_envs=max_envs, session_ttl_s=session_ttl)
+    logger.info("serving BabyAI (AgentGym's protocol) on http://%s:%d", host, port)
+    run_server(app, host=host, port=port)
+
+
 def register(cli: typer.Typer) -> None:
-    """Adds ``serve`` to the ``env`` group that :mod:`app.commands.env` registers."""
+    """Adds ``serve`` and ``babyai`` to the ``env`` group that :mod:`app.commands.env`
+    registers."""
     env_cli.command("serve")(serve)
+    env_cli.command("babyai")(babyai)

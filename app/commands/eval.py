@@ -66,6 +66,9 @@ def eval_command(
             "rounds.",
         ),
     ] = Schedule.eval_temperature,
+    environment: Annotated[
+        str, typer.Option(help="Environment whose goals are played (webshop, babyai).")
+    ] = Schedule.environment,
 ) -> None:
     """Run eval rollouts on the first LIMIT goals of SPLIT and print the score."""
     # Imported here, not at the top: ``wsrl --help`` loads every command module.
@@ -74,10 +77,15 @@ def eval_command(
     from app.core.env_client import EnvError
     from app.core.evaluation import EvalStopped, EvalTimeout, score_of
     from app.db.session import make_engine, make_sessionmaker
+    from app.environments import UnknownEnvironmentError, get_environment
     from workers.celery_app import get_app
 
     if (base_url is None) != (model is None):
         raise fail("give --base-url and --model together")
+    try:
+        get_environment(environment)
+    except UnknownEnvironmentError as exc:
+        raise fail(exc, code=2) from exc
     settings = get_settings()
     try:
         engine = make_engine(settings)
@@ -88,7 +96,9 @@ def eval_command(
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, _deferred_interrupt(stop))
     try:
-        ids = _enqueue(sessions, celery, settings, split, limit, base_url, model, temperature)
+        ids = _enqueue(
+            sessions, celery, settings, environment, split, limit, base_url, model, temperature
+        )
         console.print(f"queued {len(ids)} eval rollouts on split {split!r}")
         try:
             outcomes = _wait_with_progress(sessions, ids, timeout, stop)
@@ -136,24 +146,33 @@ def _enqueue(
     sessions: sessionmaker[Session],
     celery: Celery,
     settings: Settings,
+    environment_name: str,
     split: str,
     limit: int,
     base_url: str | None,
     model: str | None,
     temperature: float,
 ) -> list[uuid.UUID]:
-    """Load the split's goals from the env server, publish the endpoint, queue the rollouts
-    (sampled at ``temperature``, whatever the workers' ``WSRL_LLM_TEMPERATURE``)."""
+    """Load the environment's goals (WebShop's from its env server), publish the endpoint,
+    queue the rollouts (sampled at ``temperature``, whatever the workers'
+    ``WSRL_LLM_TEMPERATURE``)."""
     from app.core.enqueue import reach_broker
-    from app.core.env_client import EnvClient
     from app.core.evaluation import enqueue_evaluation, publish_for_evaluation, split_goal_ids
     from app.core.redis_client import connect_redis
     from app.db.session import session_scope
+    from app.environments import get_environment, goals_of
+    from app.environments.webshop.client import EnvClient
+    from app.environments.webshop.goals import sync_goals
 
+    environment = get_environment(environment_name)
     reach_broker(celery)
     with session_scope(sessions) as session:
-        with EnvClient.from_settings(settings) as env:
-            goal_ids = split_goal_ids(session, env, split, limit)
+        if environment.goal_rows is None:  # the server lists them: add the ones it gained
+            with EnvClient.from_settings(settings) as env:
+                sync_goals(session, env, split=split)
+        else:
+            goals_of(session, settings, environment, split)
+        goal_ids = split_goal_ids(session, split, limit, environment.name)
         if base_url is not None and model is not None:
             redis = connect_redis(settings)
             try:

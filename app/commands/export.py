@@ -46,9 +46,10 @@ def goals(
     empty dataset is an error, never a file with no rows.
     """
     from app.config import ServicesNotRunningError, get_settings
-    from app.core.enqueue import EnqueueError, ensure_goals
+    from app.core.enqueue import EnqueueError
     from app.core.env_client import EnvError
     from app.db.session import make_engine, session_scope
+    from app.environments.webshop.goals import ensure_goals
     from app.exports.goals import export_goals
     from app.exports.writers import ExportDependencyError
     from app.work_progress import WorkProgress

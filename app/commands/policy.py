@@ -42,10 +42,11 @@ def bootstrap_command(
     result_choice: Annotated[
         str,
         typer.Option(
-            help="Result the demonstrator opens: random (RL learns which) or first (the "
-            "best-ranked: about 40 % held-out success before any RL; docs/decisions/0030)."
+            help="Result the demonstrator opens: first (the best-ranked: 33.9 % held-out "
+            "success before any RL, docs/decisions/0039) or random (RL learns which; "
+            "docs/decisions/0030)."
         ),
-    ] = "random",
+    ] = "first",
     result_refs: Annotated[
         str, typer.Option(help="How the prompts name results: numbers or ids.")
     ] = "numbers",
@@ -66,6 +67,22 @@ def bootstrap_command(
         ),
     ] = None,
     greedy_only: Annotated[bool, typer.Option(help="Evaluate greedy only.")] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Warm-start this pretrained model (a name `wsrl model get` converted, or a "
+            "checkpoint folder) on the same demonstrations instead of building the tiny "
+            "policy: RL's start for a model that scores 0 zero-shot. Default out: "
+            "<data_dir>/policy/NAME-warm-SEED."
+        ),
+    ] = None,
+    lr: Annotated[
+        float | None,
+        typer.Option(min=0, help="Peak learning rate (default 1e-3 tiny, 5e-5 with --model)."),
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option(help="With --model: cuda or cpu (default: cuda if present).")
+    ] = None,
 ) -> None:
     """Build the tiny policy (tokenizer + model) and imitate fair demonstrations; cached
     per config. Run it with agent_history_steps = the manifest's history_steps (1).
@@ -81,7 +98,6 @@ def bootstrap_command(
     from app.work_progress import WorkProgress
     from trainer.bootstrap.build import BootstrapConfig, bootstrap
     from trainer.bootstrap.tiny_policy import TinySize
-    from trainer.checkpoint_protocol import policy_protocol
     from trainer.config import tiny_policy_path
 
     if result_choice not in ("random", "first"):
@@ -91,6 +107,21 @@ def bootstrap_command(
     if result_refs not in ("numbers", "ids"):
         raise typer.BadParameter(f"{result_refs!r}: numbers or ids", param_hint="--result-refs")
     settings = get_settings()
+    if model is not None:
+        if hidden or layers or vocab:
+            raise typer.BadParameter(
+                "--hidden, --layers and --vocab shape the tiny policy; a pretrained model "
+                "has its own shape",
+                param_hint="--model",
+            )
+        env, target = _warm_start(
+            settings, model, out, seed, episodes, epochs, lr, device, result_refs, result_choice,
+            force,
+        )  # fmt: skip
+        _evaluate_built(settings, env, target, eval_goals, seed, constrain_actions, greedy_only)
+        return
+    if device is not None:
+        raise typer.BadParameter("the tiny policy builds on the CPU", param_hint="--device")
     size = TinySize()
     if hidden is not None:
         size = TinySize(
@@ -101,6 +132,7 @@ def bootstrap_command(
         seed=seed,
         episodes=episodes or BootstrapConfig.episodes,
         epochs=epochs or BootstrapConfig.epochs,
+        lr=lr or BootstrapConfig.lr,
         size=size,
         result_refs=result_refs,
         result_choice=result_choice,
@@ -119,15 +151,69 @@ def bootstrap_command(
         f"tiny policy in {target} ({state}): {manifest['parameters']:,} parameters, "
         f"{manifest['demonstrations']} demonstration steps, loss {manifest['final_loss']:.3f}"
     )
-    if eval_goals:
-        constrain = (
-            settings.agent_constrain_actions if constrain_actions is None else constrain_actions
+    _evaluate_built(settings, env, target, eval_goals, seed, constrain_actions, greedy_only)
+
+
+def _evaluate_built(
+    settings, env, target: Path, goals: int, seed: int, constrain: bool | None, greedy_only: bool
+) -> None:
+    """``bootstrap --eval-goals N``: the policy just built, played as its manifest says."""
+    from trainer.checkpoint_protocol import policy_protocol
+
+    if not goals:
+        return
+    temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
+    _evaluate(
+        env, target, goals, seed, policy_protocol(settings, target),
+        constrain=settings.agent_constrain_actions if constrain is None else constrain,
+        temperatures=temperatures,
+    )  # fmt: skip
+
+
+def _warm_start(
+    settings, name: str, out: Path | None, seed: int, episodes: int | None, epochs: int | None,
+    lr: float | None, device: str | None, result_refs: str, result_choice: str, force: bool,
+) -> tuple[WebShopEnv, Path]:  # fmt: skip
+    """``wsrl policy bootstrap --model NAME``: :func:`trainer.bootstrap.warm_start.warm_start`;
+    returns the env it loaded and the folder written."""
+    from app.work_progress import WorkProgress
+    from trainer.bootstrap.warm_start import WarmStartConfig, default_device, warm_start
+    from trainer.models import ModelError, resolve_model
+
+    try:
+        base = resolve_model(settings.data_dir, name)
+    except ModelError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from exc
+    if base is None or not (base / "config.json").is_file():
+        raise typer.BadParameter(
+            f"{name}: neither a model `wsrl model get` converted nor a checkpoint folder "
+            "(with a config.json)",
+            param_hint="--model",
         )
-        temperatures = (("greedy", 0.0),) if greedy_only else (("greedy", 0.0), ("sampled", 1.0))
-        _evaluate(
-            env, target, eval_goals, seed, policy_protocol(settings, target),
-            constrain=constrain, temperatures=temperatures,
-        )  # fmt: skip
+    if device not in (None, "cpu", "cuda"):
+        raise typer.BadParameter(f"{device!r}: cuda or cpu", param_hint="--device")
+    if device == "cuda" and default_device() != "cuda":
+        raise typer.BadParameter("no CUDA device here", param_hint="--device")
+    config = WarmStartConfig(
+        seed=seed,
+        episodes=episodes or WarmStartConfig.episodes,
+        epochs=epochs or WarmStartConfig.epochs,
+        lr=lr or WarmStartConfig.lr,
+        result_refs=result_refs,
+        result_choice=result_choice,
+    )
+    target = out or settings.data_dir / "policy" / f"{base.name}-warm-{seed}"
+    with WorkProgress(console, settings.progress_every_s) as progress:
+        env = load_env(settings, progress)
+        manifest = warm_start(
+            env, base, target, config, device=device, force=force, progress=progress.update
+        )
+    state = "cached" if manifest["cached"] else f"trained in {manifest['seconds']:.0f} s"
+    console.print(
+        f"{base.name} warm-started in {target} ({state} on {manifest['device']}): "
+        f"{manifest['demonstrations']} demonstration steps, loss {manifest['final_loss']:.3f}"
+    )
+    return env, target
 
 
 @policy_cli.command("eval")
@@ -252,13 +338,10 @@ def _evaluate(
                 tokenizer,
                 env,
                 ids,
+                protocol=replace(protocol, constrain_actions=constrain),
                 temperature=temperature,
                 seed=seed,
-                history_steps=protocol.history_steps,
-                max_steps=protocol.max_steps,
-                constrain_actions=constrain,
                 start=start,
-                result_refs=protocol.result_refs,
                 progress=lambda done, total, detail, name=name: progress.update(
                     f"{name}, episode steps", done, total, detail
                 ),

@@ -95,9 +95,11 @@ def enqueue(
     ] = None,
 ) -> None:
     """Create rollouts (COUNT goals x GROUP_SIZE samples) and queue their jobs."""
-    from app.core.enqueue import EnqueueError, enqueue_rollouts, reach_broker, sync_goals
-    from app.core.env_client import EnvClient, EnvError
+    from app.core.enqueue import EnqueueError, enqueue_rollouts, reach_broker
+    from app.core.env_client import EnvError
     from app.db.session import make_engine, make_sessionmaker, session_scope
+    from app.environments.webshop.client import EnvClient
+    from app.environments.webshop.goals import sync_goals
     from workers.celery_app import get_app
 
     settings = get_settings()

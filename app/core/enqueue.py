@@ -29,23 +29,20 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings, get_settings
 from app.core.celery import ROLLOUT_TASK, queue_for_mode
-from app.core.env_client import EnvClient
 from app.core.llm import SAMPLING_FIELDS, SamplingOverrides
-from app.core.opening import parse_start
 from app.db.lifecycle import (
     UNFINISHED_ROLLOUT_STATUSES,
     AttemptStatus,
-    GoalSource,
     RolloutMode,
     RolloutStart,
     RolloutStatus,
     check_transition,
+    parse_start,
 )
 from app.db.models import Attempt, EnqueueRequest, Goal, Rollout
 
 logger = logging.getLogger(__name__)
 
-GOALS_PAGE = 1000
 _AFTER_COMMIT_KEY = "wsrl_after_commit"
 
 
@@ -181,19 +178,24 @@ def choose_goals(
     rng: random.Random,
     *,
     allow_fewer: bool = True,
+    environment: str | None = None,
 ) -> list[int]:
-    """``count`` distinct goals of ``split`` drawn by weight (all of them when count is None).
+    """``count`` distinct goals of ``split`` drawn by weight (all of them when count is None),
+    of ``environment`` only when given (a trainer's groups are of its environment; a worker
+    plays any goal by its own environment).
 
     Weighted sampling without replacement: each goal gets the key ``u ** (1 / weight)``
     and the largest keys win, so a goal of weight 2 is about twice as likely as one of 1.
     A ``count`` above the split's size takes the whole split, or is an
     :class:`EnqueueError` when ``allow_fewer`` is false (the API's rule).
     """
-    rows = session.execute(
-        select(Goal.id, Goal.weight).where(Goal.split == split).order_by(Goal.id)
-    ).all()
+    query = select(Goal.id, Goal.weight).where(Goal.split == split).order_by(Goal.id)
+    if environment is not None:
+        query = query.where(Goal.environment == environment)
+    rows = session.execute(query).all()
     if not rows:
-        raise EnqueueError(f"no goals in split {split!r}; run sync_goals (wsrl enqueue does)")
+        of = f" of environment {environment!r}" if environment is not None else ""
+        raise EnqueueError(f"no goals{of} in split {split!r}; `wsrl enqueue` loads them")
     if count is not None and count > len(rows) and not allow_fewer:
         raise EnqueueError(
             f"count {count} is more than the {len(rows)} goals of split {split!r}; "
@@ -231,7 +233,7 @@ def enqueue_rollouts(
     Goals are ``goal_ids`` or ``count`` goals drawn from ``split`` (all of the split when
     ``count`` is None; see :func:`choose_goals` for ``allow_fewer``). The jobs are sent
     after the caller commits the session. ``start`` is where the policy starts playing
-    (:mod:`app.core.opening`; external agents always start at ``search``). Raises
+    (an environment's opening; external agents always start at ``search``). Raises
     :class:`EnqueueError` for a request that names no goals, unknown goal ids, bad sizes,
     an unknown start or bad sampling values.
 
@@ -398,65 +400,12 @@ def expire_idempotency_keys(session: Session, retention_s: float, limit: int = 1
     return deleted.rowcount
 
 
-def _goal_row(data: dict[str, Any]) -> dict[str, Any]:
-    options = data.get("goal_options") or {}
-    return {
-        "id": int(data["id"]),
-        "split": str(data["split"]),
-        "instruction": str(data["instruction"]),
-        "asin": str(data["asin"]),
-        "name": data.get("name"),
-        "category": data.get("category"),
-        "product_category": data.get("product_category"),
-        "query": data.get("query"),
-        "attributes": list(data.get("attributes") or []),
-        "goal_options": options,
-        "price_upper": data.get("price_upper"),
-        "weight": float(data.get("weight", 1.0)),
-        "source": GoalSource.HUMAN if isinstance(options, list) else GoalSource.SYNTHETIC,
-    }
-
-
-def sync_goals(session: Session, env_client: EnvClient, *, split: str | None = None) -> int:
-    """Load the env server's goals (``GET /goals``) that the ``goals`` table lacks.
-
-    Existing rows are kept as they are (goal ids are stable per catalog). Returns how many
-    goals were added. Raises :class:`~app.core.env_client.EnvError` when the env server
-    cannot be read.
-    """
-    known = set(session.scalars(select(Goal.id)))
-    added = 0
-    offset = 0
-    while True:
-        page = env_client.goals(split=split, offset=offset, limit=GOALS_PAGE)
-        new = [_goal_row(g) for g in page["goals"] if int(g["id"]) not in known]
-        if new:
-            session.execute(insert(Goal).values(new).on_conflict_do_nothing())
-            added += len(new)
-        offset += len(page["goals"])
-        if not page["goals"] or offset >= int(page["total"]):
-            break
-    logger.info("synced goals from %s: %d added, %d known", env_client.base_url, added, len(known))
-    return added
-
-
-def ensure_goals(session: Session, settings: Settings, split: str | None = None) -> int:
-    """Make sure Postgres has goals (of ``split``, or any), loading the env server's when it
-    has none; returns how many were loaded (0 when there were some already).
-
-    Every command that needs goals calls this first (both trainers, ``wsrl
-    export goals``), so a freshly migrated database is filled from the env server instead
-    of failing minutes later. Raises :class:`EnqueueError` when the env server has none
-    either, :class:`~app.core.env_client.EnvError` when it cannot be read.
-    """
-    query = select(Goal.id).limit(1)
-    if split is not None:
-        query = query.where(Goal.split == split)
-    if session.scalar(query) is not None:
+def insert_goals(session: Session, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert goal rows the table lacks (by id; existing rows are kept as they are);
+    returns how many were new."""
+    if not rows:
         return 0
-    with EnvClient.from_settings(settings) as env:
-        added = sync_goals(session, env)
-    if session.scalar(query) is None:
-        what = f"no {split!r} goals" if split is not None else "no goals"
-        raise EnqueueError(f"the env server at {settings.env_url} has {what}")
-    return added
+    inserted = session.execute(
+        insert(Goal).values(list(rows)).on_conflict_do_nothing().returning(Goal.id)
+    )
+    return len(inserted.all())

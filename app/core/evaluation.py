@@ -8,9 +8,10 @@ evaluate) and the trainer's scheduler (held-out goals every ``eval_every`` versi
 per round by the SQL of :mod:`app.db.performance`).
 
 ``wsrl eval`` then waits here for every rollout to be final, polling Postgres through
-outages, and scores them with :func:`score_of`: WebShop's score (100 x mean reward) and
-success rate (:mod:`app.webshop.success`) over the episodes that played to the end, with
-the rollouts that never completed counted apart, so an outage cannot pass for a low score.
+outages, and scores them with :func:`score_of`: the score (100 x mean reward) and the
+success rate (each rollout's ``success``, written by the worker by its environment's rule)
+over the episodes that played to the end, with the rollouts that never completed counted
+apart, so an outage cannot pass for a low score.
 """
 
 from __future__ import annotations
@@ -31,13 +32,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.endpoint import PolicyEndpoint, publish_policy, published_max_version
-from app.core.enqueue import enqueue_rollouts, sync_goals
-from app.core.env_client import EnvClient
+from app.core.enqueue import enqueue_rollouts
 from app.core.failures import infrastructure_reason
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, RolloutMode
 from app.db.models import Goal, Rollout
 from app.db.session import DATABASE_DOWN
-from app.webshop.success import success_rate
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +57,8 @@ class Outcome(NamedTuple):
     status: str
     reward: float | None
     last_error: str | None
+    success: bool | None
+    """As the worker judged it by its environment's rule (the rollout's ``success``)."""
 
 
 @dataclass(frozen=True)
@@ -79,18 +80,21 @@ class EvalScore:
 
 
 def score_of(outcomes: Sequence[Outcome]) -> EvalScore:
-    """WebShop's score over the episodes that completed (``succeeded`` rollouts).
+    """Score and success over the episodes that completed (``succeeded`` rollouts).
 
     A rollout that did not complete has no reward: counting it as 0 would report an outage
     as a bad policy, so it is counted in ``failed`` instead (and in ``infrastructure``
     when its reason names a part of the deployment).
     """
-    values = [o.reward or 0.0 for o in outcomes if o.status == "succeeded"]
+    completed = [o for o in outcomes if o.status == "succeeded"]
+    values = [o.reward or 0.0 for o in completed]
     failed = [o for o in outcomes if o.status != "succeeded"]
     reasons = Counter(short_reason(o.last_error or o.status) for o in failed)
     return EvalScore(
         score=100 * sum(values) / len(values) if values else 0.0,
-        success=100 * success_rate(values),
+        success=100 * sum(bool(o.success) for o in completed) / len(completed)
+        if completed
+        else 0.0,
         episodes=len(values),
         failed=len(failed),
         infrastructure=sum(infrastructure_reason(o.last_error) for o in failed),
@@ -107,15 +111,19 @@ def short_reason(reason: str) -> str:
     return reason.split(":", 1)[0][:80]
 
 
-def split_goal_ids(session: Session, env: EnvClient, split: str, limit: int) -> list[int]:
-    """The first ``limit`` goals of ``split`` (the goals ``wsrl env baseline --limit``
-    plays), loading the env server's goals into Postgres first; LookupError if none."""
-    sync_goals(session, env, split=split)
+def split_goal_ids(session: Session, split: str, limit: int, environment: str) -> list[int]:
+    """The first ``limit`` goals of ``split`` of ``environment`` (the goals ``wsrl eval``
+    plays); LookupError if none."""
     goal_ids = list(
-        session.scalars(select(Goal.id).where(Goal.split == split).order_by(Goal.id).limit(limit))
+        session.scalars(
+            select(Goal.id)
+            .where(Goal.split == split, Goal.environment == environment)
+            .order_by(Goal.id)
+            .limit(limit)
+        )
     )
     if not goal_ids:
-        raise LookupError(f"split {split!r} has no goals at {env.base_url}")
+        raise LookupError(f"split {split!r} has no {environment} goals")
     return goal_ids
 
 
@@ -172,9 +180,9 @@ def wait_for_rollouts(
         try:
             with sessions() as session:
                 rows = session.execute(
-                    select(Rollout.status, Rollout.reward, Rollout.last_error).where(
-                        Rollout.id.in_(ids)
-                    )
+                    select(
+                        Rollout.status, Rollout.reward, Rollout.last_error, Rollout.success
+                    ).where(Rollout.id.in_(ids))
                 ).all()
         except DATABASE_DOWN as exc:
             if down_since is None:
@@ -187,7 +195,7 @@ def wait_for_rollouts(
             done = [row for row in rows if row.status in FINAL_ROLLOUT_STATUSES]
             on_progress(len(done))
             if len(done) == len(ids):
-                return [Outcome(str(r.status), r.reward, r.last_error) for r in done]
+                return [Outcome(str(r.status), r.reward, r.last_error, r.success) for r in done]
         if time.monotonic() > deadline:
             raise EvalTimeout(
                 f"{len(ids) - len(done)} of {len(ids)} eval rollouts unfinished after "

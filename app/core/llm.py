@@ -9,7 +9,7 @@ works; its calls are recorded with ``trainable=False`` and the reason. So is a g
 the server cut off (``finish_reason: "abort"``, as vLLM answers requests in flight when
 weights sync): its tokens are not what the policy would have generated.
 
-The worker's client (:mod:`workers.llm`) and the API's gateway both parse answers here,
+The worker's client (:mod:`workers.llm_client`) and the API's gateway both parse answers here,
 and both record them with :func:`call_row`.
 """
 

@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import ProgrammingError
 
-from app.core.env_client import EnvClient
 from app.core.redis_client import connect_redis
 from app.db.models import Goal
 from app.db.session import make_engine
@@ -45,9 +44,18 @@ def check(name: str, probe: Callable[[], str], fix: str) -> Check:
         return Check(name, False, f"{type(exc).__name__}: {exc}", fix)
 
 
-def service_checks(settings: Any, split: str, only: Collection[str] | None = None) -> list[Check]:
+def service_checks(
+    settings: Any,
+    split: str,
+    only: Collection[str] | None = None,
+    *,
+    environment: str,
+    env_probe: tuple[Callable[[], str], str],
+) -> list[Check]:
     """Postgres (migrated, goals present), Redis and the env server reachable; ``only``:
-    the names of the checks to run (``Postgres``, ``Redis``, ``env server``, ``goals``)."""
+    the names of the checks to run (``Postgres``, ``Redis``, ``env server``, ``goals``).
+    ``environment``: whose goals count; ``env_probe``: (probe, fix) of its env server
+    (:meth:`app.environments.Environment.env_probe`)."""
 
     def postgres() -> str:
         engine = make_engine(settings)
@@ -63,15 +71,17 @@ def service_checks(settings: Any, split: str, only: Collection[str] | None = Non
         try:
             with engine.connect() as connection:
                 count = connection.scalar(
-                    select(func.count()).select_from(Goal).where(Goal.split == split)
+                    select(func.count())
+                    .select_from(Goal)
+                    .where(Goal.split == split, Goal.environment == environment)
                 )
         except ProgrammingError as exc:
             raise LookupError("the database is not migrated: run `wsrl db upgrade`") from exc
         finally:
             engine.dispose()
         if not count:
-            raise LookupError(f"no {split!r} goals in Postgres")
-        return f"{count} {split!r} goals"
+            raise LookupError(f"no {split!r} {environment} goals in Postgres")
+        return f"{count} {split!r} {environment} goals"
 
     def redis() -> str:
         client = connect_redis(settings, socket_timeout=5)
@@ -81,19 +91,10 @@ def service_checks(settings: Any, split: str, only: Collection[str] | None = Non
             client.close()
         return "reachable"
 
-    def env() -> str:
-        with EnvClient(settings.env_url, timeout_s=5.0) as client:
-            health = client.health()  # 503 (an error here) when its tagger failed to load
-        return f"{settings.env_url}: {health.get('goals')} goals, {_tagger_text(health)}"
-
     probes: list[tuple[str, Callable[[], str], str]] = [
         ("Postgres", postgres, POSTGRES_FIX),
         ("Redis", redis, REDIS_FIX),
-        (
-            "env server",
-            env,
-            "start it (`wsrl env serve`, or the webshop Compose service), set WSRL_ENV_URL",
-        ),
+        ("env server", *env_probe),
         (
             "goals",
             goals,
@@ -102,16 +103,3 @@ def service_checks(settings: Any, split: str, only: Collection[str] | None = Non
         ),
     ]
     return [check(*probe) for probe in probes if only is None or probe[0] in only]
-
-
-def _tagger_text(health: dict[str, Any]) -> str:
-    """The reward's noun tagger as the env server's ``/health`` names it."""
-    tagger = health.get("noun_tagger")
-    if not isinstance(tagger, dict):
-        return "reward noun tagger not reported (an env server older than this wsrl)"
-    if tagger.get("exact"):
-        return f"reward noun tagger {tagger.get('name')} (the original's; {tagger.get('state')})"
-    return (
-        f"reward noun tagger {tagger.get('name')} (approximate, chosen with "
-        "WSRL_NOUN_TAGGER: rewards differ from the original's on about 1 % of purchases)"
-    )

@@ -17,12 +17,32 @@ class RolloutMode(StrEnum):
 
 
 class RolloutStart(StrEnum):
-    """Where the policy's part of an episode begins (:mod:`app.core.opening`): ``search``
-    is the original task; ``results`` and ``item`` are reached by scripted steps."""
+    """Where the policy's part of an episode begins (:mod:`app.environments.webshop.opening`):
+    ``search`` is the original task; ``results`` and ``item`` are reached by scripted steps."""
 
     SEARCH = "search"
     RESULTS = "results"
     ITEM = "item"
+
+
+START_VALUES = tuple(start.value for start in RolloutStart)
+
+
+def parse_start(value: str | RolloutStart) -> RolloutStart:
+    """``value`` as a :class:`RolloutStart`; a ``ValueError`` naming the allowed values."""
+    try:
+        return RolloutStart(value)
+    except ValueError:
+        allowed = ", ".join(repr(v) for v in START_VALUES)
+        raise ValueError(f"start must be one of {allowed}, got {value!r}") from None
+
+
+def parse_starts(text: str) -> tuple[str, ...]:
+    """A comma list of starts (``"search,item"``), validated; duplicates dropped, order kept."""
+    starts = [part.strip() for part in text.split(",") if part.strip()]
+    if not starts:
+        raise ValueError(f"give at least one start of {', '.join(START_VALUES)}, got {text!r}")
+    return tuple(dict.fromkeys(parse_start(start).value for start in starts))
 
 
 class RolloutStatus(StrEnum):

@@ -75,14 +75,19 @@ def _now() -> Mapped[datetime]:
 
 
 class Goal(Base):
-    """One task of the environment; ``id`` is the env's goal index (= AgentGym session id)."""
+    """One task of an environment. A WebShop goal's ``id`` is the env's goal index (=
+    AgentGym session id) and its fields are columns; another environment's goal keeps its
+    own fields in ``spec`` (:data:`app.environments.ENVIRONMENTS` says how its ids and
+    spec are made)."""
 
     __tablename__ = "goals"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    environment: Mapped[str] = mapped_column(Text, index=True, server_default="webshop")
+    spec: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
     split: Mapped[str] = mapped_column(Text, index=True)
     instruction: Mapped[str] = mapped_column(Text)
-    asin: Mapped[str] = mapped_column(Text, index=True)
+    asin: Mapped[str | None] = mapped_column(Text, index=True)
     name: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(Text)
     product_category: Mapped[str | None] = mapped_column(Text)
@@ -164,8 +169,8 @@ class Rollout(Base):
     group_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), index=True)
     sample_index: Mapped[int] = mapped_column(Integer, server_default="0")
     mode: Mapped[RolloutMode] = mapped_column(_state(RolloutMode, "mode"))
-    # Where the policy starts playing (app.core.opening): search (the original task), or
-    # the results / item page reached by scripted opening steps.
+    # Where the policy starts playing (app.environments.webshop.opening): search (the
+    # original task), or the results / item page reached by scripted opening steps.
     start: Mapped[RolloutStart] = mapped_column(
         _state(RolloutStart, "start"), server_default=RolloutStart.SEARCH.value
     )

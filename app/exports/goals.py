@@ -35,7 +35,7 @@ ABILITY = "agent"
 
 def first_prompt(instruction: str) -> list[dict[str, str]]:
     """The built-in agent's first messages: the search page, nothing done yet."""
-    from app.core.agent import build_messages
+    from app.environments.webshop.agent import build_messages
     from app.webshop import pages
 
     observation = pages.render(pages.search_page(instruction), "text")

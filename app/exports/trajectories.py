@@ -2,10 +2,11 @@
 
 Failed, lost and superseded attempts never appear (their rows are not training data).
 Each record carries the rollout's outcome (reward, reward parts, success, steps, policy
-versions), its ``start`` (the actions of an opening, :mod:`app.core.opening`, come first
-and have no turn), the env actions in order, and ``turns``: every LLM call of the attempt as the
-messages sent plus the response received (and, with ``tokens``, the server's token ids
-and logprobs). Message contents that are not text (tool-call lists) are JSON text.
+versions), its ``start`` (the actions of an opening,
+:mod:`app.environments.webshop.opening`, come first and have no turn), the env actions in
+order, and ``turns``: every LLM call of the attempt as the messages sent plus the response
+received (and, with ``tokens``, the server's token ids and logprobs). Message contents that
+are not text (tool-call lists) are JSON text.
 
 Streaming: attempts come from a server-side cursor ``batch_size`` at a time; for each
 batch the steps and calls are read with one query each on a second connection, turned

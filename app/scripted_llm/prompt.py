@@ -1,8 +1,9 @@
 """Reading the agent's prompt back: instruction, page, available actions, past actions.
 
-The layout is the one :func:`app.core.agent.build_messages` writes; a round-trip test
-keeps both sides in step. Past actions that are not well-formed ``search[...]`` /
-``click[...]`` (invalid replies) are left out of the history a policy sees.
+The layout is the one :func:`app.environments.webshop.agent.build_messages` writes; a
+round-trip test keeps both sides in step. Past actions that are not well-formed
+``search[...]`` / ``click[...]`` (invalid replies) are left out of the history a policy
+sees.
 """
 
 from __future__ import annotations

@@ -145,9 +145,9 @@ def _install(prefix: str) -> None:
         ("sqlalchemy.pool.base", "_ConnectionFairy._checkout", "postgres checkout (pre-ping)"),
         ("workers.rollout", "played_protocol", "task/agent protocol"),
         ("workers.rollout", "run_episode", "task/episode"),
-        ("workers.llm", "LLMClient.chat", "task/episode/llm call"),
+        ("workers.llm_client", "LLMClient.chat", "task/episode/llm call"),
         ("app.core.endpoint", "EndpointResolver.wait_until_serving", "task/episode/llm endpoint"),
-        ("app.core.env_client", "EnvClient._call", "task/episode/env call"),
+        ("app.environments.webshop.client", "EnvClient._call", "task/episode/env call"),
         ("workers.recording", "AttemptRecorder.flush", "task/episode/rows flush"),
         ("workers.recording", "LogPublisher.publish", "task/log lines"),
     ):

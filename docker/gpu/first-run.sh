@@ -4,6 +4,9 @@
 #
 #   bash docker/gpu/first-run.sh receive    # once per call that carried pieces of the kit
 #   bash docker/gpu/first-run.sh run        # the last call: install, start, train, report
+#   bash docker/gpu/first-run.sh prepare    # install, convert and warm-start the kit's model,
+#       then stop: a call of its own when `run`'s steps need the whole next call (`run`
+#       then finds the converted and warm-started folders and goes on in seconds)
 #   CONFIG=fast MODEL=/models/Qwen2.5-0.5B-Instruct bash docker/gpu/first-run.sh run
 #   CONFIG=smollm2 bash docker/gpu/first-run.sh run   # a kit of `make gpu-kit MODEL=smollm2-135m`
 #   CONFIG=smollm2 LORA_RANK=16 bash docker/gpu/first-run.sh run   # the LoRA case: an adapter
@@ -19,7 +22,12 @@
 # held-out evaluation after each version, then (VLLM_ALONE=0 skips it) vLLM's own offline
 # benchmark on the same model and GPU, and writes $OUT/report.md with the logs' tails.
 # A kit built with MODEL=NAME carries that model's GGUF: `run` converts it into
-# $DATA/models/NAME first (`wsrl model get NAME --from FILE`), where its config finds it.
+# $DATA/models/NAME first (`wsrl model get NAME --from FILE`), then (WARM_START=0 skips it)
+# warm-starts it on the GPU on the tiny policy's demonstrations (`wsrl policy bootstrap
+# --model NAME`: zero-shot it scores 0, and RL learns nothing from flat groups) and trains
+# that folder, played with its demonstrations' protocol. EVAL_EVERY and EVAL_GOALS set the
+# held-out rounds (default: 8 goals after every version; EVAL_EVERY=$STEPS EVAL_GOALS=100:
+# version 0 and the last on 100 goals).
 # Everything lives under /tmp and in processes started with setsid: later commands of the
 # same machine see them.
 set -uo pipefail
@@ -36,6 +44,9 @@ PY=${PYTHON:-python3}
 CONFIG=${CONFIG:-smoke}
 MODEL=${MODEL:-}
 LORA_RANK=${LORA_RANK:-0}
+WARM_START=${WARM_START:-1}
+EVAL_EVERY=${EVAL_EVERY:-1}
+EVAL_GOALS=${EVAL_GOALS:-8}
 
 receive() {
   if [ ! -d "$PIECES" ] && [ -n "${OUT:-}" ]; then
@@ -113,6 +124,18 @@ print("%s %s" % (m["name"], m["file"]) if m else "")' /tmp/wsrl-kit/manifest.jso
     wsrl model get "$name" --from "$file" > "$LOGS/model.log" 2>&1 \
       || { stamp "FAILED: converting the kit's $name"; tail_logs; exit 1; }
     stamp "model $name in $((SECONDS - t_model)) s: $(grep -m1 -E '^(already )?converted' "$LOGS/model.log")"
+    if [ "$WARM_START" = 1 ] && [ -z "$MODEL" ]; then
+      local t_warm=$SECONDS
+      wsrl policy bootstrap --model "$name" --out "$DATA/policy/$name-warm" \
+        > "$LOGS/warm-start.log" 2>&1 \
+        || { stamp "FAILED: warm-starting $name"; tail_logs; exit 1; }
+      stamp "warm start in $((SECONDS - t_warm)) s: $(grep -m1 'warm-started' "$LOGS/warm-start.log")"
+      MODEL=$DATA/policy/$name-warm
+    fi
+  fi
+  if [ "${PREPARE_ONLY:-0}" = 1 ]; then
+    stamp "prepared in $((SECONDS - t0)) s${MODEL:+: $MODEL}; \`run\` next"
+    return 0
   fi
   wsrl services start > "$LOGS/services.log" 2>&1 && wsrl db upgrade >> "$LOGS/services.log" 2>&1 \
     || { stamp "FAILED: embedded Postgres/Redis"; tail_logs; exit 1; }
@@ -141,6 +164,11 @@ WAIT
   stamp "config $CONFIG, model ${MODEL:-as the config names}, LoRA rank $LORA_RANK, $STEPS steps${*:+, $*}"
   local model=()
   [ -n "$MODEL" ] && model=(--override "actor_rollout_ref.model.path=$MODEL")
+  if [ -f "$MODEL/bootstrap.json" ]; then  # a warm start: played as its demonstrations were
+    model+=($($PY -c 'import json, sys; m = json.load(open(sys.argv[1]))
+print("--override webshop.history_steps=%s --override webshop.result_refs=%s"
+      % (m["history_steps"], m["result_refs"]))' "$MODEL/bootstrap.json"))
+  fi
   [ "$LORA_RANK" -gt 0 ] && model+=(--lora-rank "$LORA_RANK" --lora-alpha "$((2 * LORA_RANK))")
   local attn=()
   if ! $PY -c "import flash_attn" 2> /dev/null; then
@@ -150,7 +178,7 @@ WAIT
   local t_train=$SECONDS
   timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config "$CONFIG" "${model[@]}" \
     --override "trainer.total_training_steps=$STEPS" \
-    --override webshop.eval_every=1 --override webshop.eval_goals=8 \
+    --override "webshop.eval_every=$EVAL_EVERY" --override "webshop.eval_goals=$EVAL_GOALS" \
     "${attn[@]}" "$@" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
   local rc=${PIPESTATUS[0]}
   stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"
@@ -171,5 +199,6 @@ WAIT
 case "${1:-}" in
   receive) receive ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 receive|run" >&2; exit 2 ;;
+  prepare) shift; PREPARE_ONLY=1 run "$@" ;;
+  *) echo "usage: $0 receive|prepare|run" >&2; exit 2 ;;
 esac

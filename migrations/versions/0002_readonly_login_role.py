@@ -31,15 +31,54 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# Roles are cluster-wide: several databases of one cluster migrating at once (the test
+# suite's processes, two stacks on one server) all update this role's one catalog row.
+# PostgreSQL makes the second writer wait for the first's commit and then fails it with
+# "tuple concurrently updated" (an internal_error); a retry reads the committed row and
+# succeeds. Each try runs in a subtransaction of the migration's transaction.
+def _alter_role(statements: Sequence[str]) -> str:
+    body = "\n".join(f"            {statement};" for statement in statements)
+    return f"""
+DO $$
+DECLARE
+    tries int := 0;
+BEGIN
+    LOOP
+        BEGIN
+{body}
+            RETURN;
+        EXCEPTION WHEN internal_error OR unique_violation THEN
+            tries := tries + 1;
+            IF tries >= 50 THEN
+                RAISE;
+            END IF;
+            PERFORM pg_sleep(0.02 * tries);
+        END;
+    END LOOP;
+END
+$$;
+"""
+
+
 def upgrade() -> None:
     op.execute(
-        f"ALTER ROLE {READONLY_ROLE} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
-        "NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT 16"
+        _alter_role(
+            [
+                f"ALTER ROLE {READONLY_ROLE} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                "NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT 16",
+                f"ALTER ROLE {READONLY_ROLE} SET default_transaction_read_only = on",
+                f"ALTER ROLE {READONLY_ROLE} SET statement_timeout = '30s'",
+            ]
+        )
     )
-    op.execute(f"ALTER ROLE {READONLY_ROLE} SET default_transaction_read_only = on")
-    op.execute(f"ALTER ROLE {READONLY_ROLE} SET statement_timeout = '30s'")
 
 
 def downgrade() -> None:
-    op.execute(f"ALTER ROLE {READONLY_ROLE} RESET statement_timeout")
-    op.execute(f"ALTER ROLE {READONLY_ROLE} RESET default_transaction_read_only")
+    op.execute(
+        _alter_role(
+            [
+                f"ALTER ROLE {READONLY_ROLE} RESET statement_timeout",
+                f"ALTER ROLE {READONLY_ROLE} RESET default_transaction_read_only",
+            ]
+        )
+    )

@@ -27,7 +27,7 @@ def signed_in(client: TestClient) -> TestClient:
     [
         "/dashboard",
         "/dashboard/rollouts",
-        f"/dashboard/rollouts/{uuid.uuid4()}",
+        f"/dashboard/rollouts/{uuid.UUID(int=1)}",
         "/dashboard/compare?goal=1",
     ],
 )
@@ -92,7 +92,7 @@ def test_without_a_token_configured_the_pages_are_open(api_settings: Settings) -
         ("failure=cosmic", "failure='cosmic' is not one of: infrastructure, episode"),
         ("q=" + "x" * 201, "longer than 200 characters"),
         ("after=yesterday", "after='yesterday' is not a page cursor"),
-        (f"after=2026-01-01T00:00:00~{uuid.uuid4()}", "no UTC offset"),
+        (f"after=2026-01-01T00:00:00~{uuid.UUID(int=2)}", "no UTC offset"),
         ("after=2026-01-01T00:00:00%2B00:00~not-a-uuid", "is not a page cursor"),
         ("version=1&version=2", "version is given 2 times"),
         ("q=shoes%00", "q holds a NUL character"),
@@ -160,3 +160,16 @@ def test_an_episode_with_a_failed_attempt_and_odd_records(
     assert "env error: 503" in page.text and "no such action" in page.text
     assert "&#34;prompt&#34;: &#34;raw&#34;" in page.text or '"prompt": "raw"' in page.text
     assert "no token ids / logprobs recorded for this call" in page.text
+
+
+def test_a_goal_of_another_environment_shows_its_own_fields(
+    signed_in: TestClient, rows: Rows
+) -> None:
+    """A BabyAI goal has no product: its page shows the environment and the goal's spec."""
+    goal = rows.goal(instruction="go to the red ball", spec={"data_idx": 1, "seed": 0})
+    rollout = rows.rollout(goal, status=RolloutStatus.RUNNING)
+    page = signed_in.get(f"/dashboard/rollouts/{rollout}")
+    assert page.status_code == 200, page.text
+    assert "<th>environment</th><td>babyai</td>" in page.text
+    assert "data_idx: 1" in page.text and "target product" not in page.text
+    assert "None" not in page.text

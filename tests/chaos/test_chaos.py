@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,41 @@ def test_a_bad_duration_is_refused_before_anything_starts(option: list[str], say
         assert run.returncode == 1 and UNAVAILABLE in run.stderr
     else:
         assert run.returncode == 2 and says in run.stderr, run.stderr
+
+
+def test_the_hosts_of_a_killed_run_are_removed_and_a_live_runs_kept() -> None:
+    """A chaos run killed with -9 leaves its bridge and namespaces: the next run removes
+    them (found when a killed run's bridge failed the next one). A live run's are kept."""
+    if UNAVAILABLE:
+        if REQUIRED:
+            pytest.fail(f"CI requires the chaos hosts: {UNAVAILABLE}")
+        pytest.skip(UNAVAILABLE)
+    from app.chaos.hosts import HEAD_IP, HostNetwork
+
+    def on_head_ip() -> list[str]:
+        shown = ["ip", "-o", "addr", "show", "to", HEAD_IP]
+        return subprocess.run(shown, capture_output=True, text=True).stdout.split()[1:2]
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)", "chaos"]
+    alive = subprocess.Popen(sleeper)  # its argv names chaos, as `wsrl chaos`
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        HostNetwork(alive.pid, 1).create()
+        with pytest.raises(HostsUnavailable, match=f"already on wsrl{alive.pid}br"):
+            HostNetwork(os.getpid(), 1).create()
+        HostNetwork(alive.pid, 1).remove()
+        HostNetwork(dead.pid, 2).create()
+        network = HostNetwork(os.getpid(), 1).create()
+        try:
+            assert on_head_ip() == [network.bridge]
+            spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+            assert f"wsrl{dead.pid}h" not in spaces.stdout
+            assert f"wsrl{os.getpid()}h0" in spaces.stdout
+        finally:
+            network.remove()
+    finally:
+        alive.kill()
+        for owner in (alive.pid, dead.pid):
+            HostNetwork(owner, 2).remove()
+    assert on_head_ip() == []

@@ -21,13 +21,13 @@ def dev_trainer_options(
 
     seen: list[list[str]] = []
 
-    def start_children(supervisor, settings, model, trainer_options, threads) -> None:
+    def start_children(supervisor, settings, environment, model, trainer_options, threads) -> str:
         seen.append(trainer_options)
         raise dev._Stop
 
     monkeypatch.setattr("app.config.get_settings", lambda: test_settings)
     monkeypatch.setattr(dev, "_prepare", lambda settings: None)
-    monkeypatch.setattr(dev, "_check_ports", lambda settings: None)
+    monkeypatch.setattr(dev, "_check_ports", lambda settings, environment: None)
     monkeypatch.setattr(dev, "_start_children", start_children)
 
     def run(args: list[str], env: dict[str, str] | None = None) -> list[str]:

@@ -14,6 +14,7 @@ from app.core.preflight import service_checks
 from app.db import migrate
 from app.db.models import Goal
 from app.db.session import make_engine, session_scope
+from app.environments import WEBSHOP
 
 pytest.importorskip("verl")
 from trainer.backends.verl.config import load_config
@@ -27,6 +28,12 @@ from trainer.backends.verl.doctor import (
 
 runner = CliRunner()
 DEAD = "127.0.0.1:9"
+
+
+def _webshop_checks(settings: Settings, split: str) -> list:
+    return service_checks(
+        settings, split, environment="webshop", env_probe=WEBSHOP.env_probe(settings)
+    )
 
 
 def _by_name(checks) -> dict:
@@ -68,7 +75,7 @@ def test_unreachable_services_fail_with_their_fix(test_settings: Settings) -> No
             "env_url": f"http://{DEAD}",
         }
     )
-    checks = _by_name(service_checks(settings, "train"))
+    checks = _by_name(_webshop_checks(settings, "train"))
     for name, fix in (
         ("Postgres", "WSRL_DATABASE_URL"),
         ("Redis", "WSRL_REDIS_URL"),
@@ -83,11 +90,12 @@ def test_goals_absent_then_present(
 ) -> None:
     url = make_database()
     settings = test_settings.model_copy(update={"database_url": url})
-    unmigrated = _by_name(service_checks(settings, "test"))["goals"]
+    unmigrated = _by_name(_webshop_checks(settings, "test"))["goals"]
     assert not unmigrated.ok and "wsrl db upgrade" in unmigrated.detail
     migrate.upgrade(url)
-    empty = _by_name(service_checks(settings, "test"))["goals"]
-    assert not empty.ok and "no 'test' goals" in empty.detail and "wsrl enqueue" in empty.fix
+    empty = _by_name(_webshop_checks(settings, "test"))["goals"]
+    assert not empty.ok and "no 'test' webshop goals" in empty.detail
+    assert "wsrl enqueue" in empty.fix
     engine = make_engine(settings)
     with session_scope(engine) as session:
         session.add(
@@ -97,7 +105,7 @@ def test_goals_absent_then_present(
             )
         )  # fmt: skip
     engine.dispose()
-    assert _by_name(service_checks(settings, "test"))["goals"].ok
+    assert _by_name(_webshop_checks(settings, "test"))["goals"].ok
 
 
 def test_agent_settings_that_contradict_the_config_fail(test_settings: Settings) -> None:
@@ -181,7 +189,7 @@ def test_the_env_check_names_the_reward_tagger(
     env = WebShopEnv.load(num_products=40, cache_dir=tmp_path, noun_tagger=tagger)
     with serve_in_thread(create_app(env)) as server:
         settings = test_settings.model_copy(update={"env_url": server.url})
-        check = _by_name(service_checks(settings, "train"))["env server"]
+        check = _by_name(_webshop_checks(settings, "train"))["env server"]
     assert check.ok, check.detail
     if tagger == "spacy":
         assert "reward noun tagger spacy (the original's;" in check.detail
@@ -189,3 +197,20 @@ def test_the_env_check_names_the_reward_tagger(
         assert "reward noun tagger rules (approximate, chosen with WSRL_NOUN_TAGGER" in (
             check.detail
         )
+
+
+def test_wsrl_doctor_checks_the_runs_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BabyAI's env server is checked where it is (WSRL_BABYAI_URL), not WebShop's."""
+    from app.config import get_settings
+
+    monkeypatch.setenv("WSRL_DATABASE_URL", f"postgresql+psycopg://postgres@{DEAD}/x")
+    monkeypatch.setenv("WSRL_REDIS_URL", f"redis://{DEAD}/0")
+    monkeypatch.setenv("WSRL_BABYAI_URL", f"http://{DEAD}")
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(cli, ["doctor", "--backend", "local", "--environment", "babyai"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 1
+    assert "fix: start it (`wsrl env babyai`), set WSRL_BABYAI_URL" in result.output
+    assert "wsrl env serve" not in result.output

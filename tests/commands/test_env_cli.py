@@ -106,7 +106,8 @@ def test_env_serve_without_the_original_files_is_a_clear_error(
 
 
 @pytest.mark.parametrize(
-    "command", [["api", "serve"], ["scripted-llm"], ["flower"], ["env", "serve"]]
+    "command",
+    [["api", "serve"], ["scripted-llm"], ["flower"], ["env", "serve"], ["env", "babyai"]],
 )
 @pytest.mark.parametrize("port", ["0", "99999"])
 def test_a_port_out_of_range_is_a_usage_error(

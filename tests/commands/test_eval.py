@@ -18,11 +18,12 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers.factories import make_goal, make_rollout
-from helpers.processes import REPO, WSRL, child_env, set_llm_fault
+from helpers.processes import REPO, WSRL, babyai_server, child_env, set_llm_fault
 from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
+from app.babyai.game import goals
 from app.config import Settings
 from app.core.evaluation import EvalStopped, EvalTimeout, Outcome, score_of, wait_for_rollouts
 from app.db import migrate
@@ -30,16 +31,17 @@ from app.db.lifecycle import RolloutStatus
 from app.db.models import Rollout
 from app.db.session import make_engine, make_sessionmaker, session_scope
 from app.embedded.ports import free_port
+from app.environments import BABYAI_GOAL_IDS
 
 
 def test_failed_rollouts_are_counted_apart_not_as_reward_0() -> None:
     result = score_of(
         [
-            Outcome("succeeded", 1.0, None),
-            Outcome("succeeded", 0.0, None),
-            Outcome("succeeded", 0.5, None),
-            Outcome("failed", None, "failed after 3 attempts: env error: env server down"),
-            Outcome("failed", None, "failed after 3 attempts: LLMRequestRejected: too long"),
+            Outcome("succeeded", 1.0, None, True),
+            Outcome("succeeded", 0.0, None, False),
+            Outcome("succeeded", 0.5, None, False),
+            Outcome("failed", None, "failed after 3 attempts: env error: env server down", None),
+            Outcome("failed", None, "failed after 3 attempts: LLMRequestRejected: too long", None),
         ]
     )
     assert result.line() == "score=50.0 success=33.3% episodes=3 failed=2"
@@ -59,11 +61,11 @@ def test_failed_rollouts_are_counted_apart_not_as_reward_0() -> None:
     ],
 )
 def test_infrastructure_reasons(reason: str, infrastructure: bool) -> None:
-    assert score_of([Outcome("failed", None, reason)]).infrastructure == int(infrastructure)
+    assert score_of([Outcome("failed", None, reason, None)]).infrastructure == int(infrastructure)
 
 
 def test_no_completed_episode_scores_0_and_says_so() -> None:
-    result = score_of([Outcome("failed", None, "failed after 3 attempts: env error: x")])
+    result = score_of([Outcome("failed", None, "failed after 3 attempts: env error: x", None)])
     assert result.line() == "score=0.0 success=0.0% episodes=0 failed=1"
 
 
@@ -236,3 +238,55 @@ def test_wait_survives_a_postgres_restart(
         engine.dispose()
     finally:
         server.stop()
+
+
+def test_eval_of_an_unknown_environment_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [*WSRL, "eval", "--environment", "nope"],
+        env=child_env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown environment 'nope'; known: babyai, webshop" in done.stderr
+
+
+@pytest.mark.slow
+def test_eval_plays_babyai_goals_over_agentgyms_protocol(
+    make_database: Callable[[], str], redis_url: str, tmp_path: Path
+) -> None:
+    """``wsrl eval --environment babyai`` loads BabyAI's goals, the workers play them against
+    ``wsrl env babyai``, and the score is of those episodes. The scripted LLM answers in
+    WebShop's grammar, which BabyAI does not list: every step is answered, none wins."""
+    port = free_port()
+    settings = isolated_settings(
+        make_database, redis_url, tmp_path, babyai_url=f"http://127.0.0.1:{port}", max_steps=2
+    )
+    server = babyai_server(tmp_path, settings, port=port).start()
+    try:
+        with RolloutStack.start(tmp_path, settings, workers=1, concurrency=3) as stack:
+            done = subprocess.run(
+                [*WSRL, "eval", "--environment", "babyai", "--limit", "3", "--timeout", "120"],
+                env=child_env(stack.settings),
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "score=0.0 success=0.0% episodes=3 failed=0"
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            played = session.execute(
+                select(Rollout.goal_id, Rollout.num_steps).where(Rollout.mode == "eval")
+            ).all()
+    finally:
+        engine.dispose()
+    first_test = [g.data_idx for g in goals() if g.split == "test"][:3]
+    assert sorted(goal for goal, _ in played) == [BABYAI_GOAL_IDS + i for i in first_test]
+    assert {steps for _, steps in played} == {2}

@@ -93,6 +93,29 @@ def test_a_carried_gguf_converts_under_its_own_name(smollm2: Path, tmp_path: Pat
     assert manifest["source"] == str(carried)
 
 
+def test_two_gets_of_one_name_at_once_convert_it_once(smollm2: Path, tmp_path: Path) -> None:
+    """Found by two test processes converting SmolLM2 at once: each emptied the other's
+    partial folder. The second now waits for the first and finds its folder."""
+    carried = tmp_path / "my.gguf"
+    carried.symlink_to(gguf_of(smollm2))
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "WSRL_DATA_DIR": str(data_dir), "COLUMNS": "200"}
+    command = [*WSRL, "model", "get", "my-smol", "--from", str(carried)]
+    gets = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [get.communicate(timeout=600) for get in gets]
+    assert [get.returncode for get in gets] == [0, 0], [err for _, err in outputs]
+    said = sorted("already converted" in out for out, _ in outputs)
+    assert said == [False, True], outputs
+    assert any("another process is converting a model" in out for out, _ in outputs), outputs
+    assert json.loads((data_dir / "models" / "my-smol" / MANIFEST).read_text())["name"] == "my-smol"
+    assert sorted(p.name for p in (data_dir / "models").iterdir()) == ["my-smol"]
+
+
 def test_a_corrupt_gguf_is_refused_and_leaves_no_folder(smollm2: Path, tmp_path: Path) -> None:
     corrupt = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     data = bytearray(gguf_of(smollm2).read_bytes()[: 4 << 20])

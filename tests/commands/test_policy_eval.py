@@ -160,7 +160,7 @@ def test_bootstrap_with_its_defaults_copies_the_shipped_policy(
     assert "copied from the repository's build" in " ".join(result.output.split())
     manifest = json.loads((out / "bootstrap.json").read_text())
     assert manifest["result_refs"] == "numbers"
-    assert manifest["config"]["result_choice"] == "random"
+    assert manifest["config"]["result_choice"] == "first"
 
 
 def test_a_model_folder_without_a_checkpoint_is_a_clear_error(settings_env, tmp_path) -> None:

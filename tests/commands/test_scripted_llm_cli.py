@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.config import Settings
-from app.core.env_client import EnvClient
 from app.core.llm import LLMUnavailable
-from workers.agent import run_episode
-from workers.llm import LLMClient
+from app.environments.webshop.client import EnvClient
+from workers.llm_client import LLMClient
+from workers.player import run_episode
 
 
 class Lines:

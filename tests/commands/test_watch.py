@@ -20,7 +20,7 @@ def test_progress_counts_outcomes() -> None:
     progress.update({**base, "kind": "started"})
     progress.update({**base, "kind": "failed", "retry": True, "reason": "x"})
     progress.update({**base, "attempt": 2, "kind": "started"})
-    progress.update({**base, "attempt": 2, "kind": "succeeded", "reward": 1.0})
+    progress.update({**base, "attempt": 2, "kind": "succeeded", "reward": 1.0, "success": True})
     assert (progress.succeeded, progress.retried, progress.failed) == (1, 1, 0)
     assert not progress.running
     assert "success 1/1" in progress.summary()

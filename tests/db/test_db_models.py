@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, pool, select, text
+from sqlalchemy import create_engine, inspect, make_url, pool, select, text
 from sqlalchemy.exc import IntegrityError, StatementError
 from sqlalchemy.orm import Session
 
@@ -82,6 +84,73 @@ def test_migration_is_repeatable_on_a_cluster_where_the_role_exists(
     url = make_database()
     migrate.upgrade(url)
     assert migrate.current_revision(url) == migrate.head_revision()
+
+
+def test_a_migration_waiting_on_another_databases_change_of_the_role_goes_on(
+    database_url: str, make_database: Callable[[], str]
+) -> None:
+    # The role is cluster-wide: another database's migration (here a held transaction)
+    # changes its row while this one's 0002 wants to. PostgreSQL makes 0002 wait, then
+    # fails it with "tuple concurrently updated" unless the migration tries again (CI's
+    # two test processes migrating their first databases at once met exactly this).
+    url = make_database()
+    migrate.upgrade(url, "0001")
+    holder = create_engine(database_url, poolclass=pool.NullPool)
+    watcher = create_engine(database_url, poolclass=pool.NullPool)
+    errors: list[BaseException] = []
+
+    def upgrade() -> None:
+        try:
+            migrate.upgrade(url)
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    try:
+        with holder.connect() as held:
+            held.execute(text("ALTER ROLE wsrl_readonly CONNECTION LIMIT 16"))
+            thread = threading.Thread(target=upgrade)
+            thread.start()
+            waiting = 0
+            deadline = time.monotonic() + 30
+            while not waiting and thread.is_alive() and time.monotonic() < deadline:
+                with watcher.connect() as conn:
+                    waiting = conn.execute(
+                        text(
+                            "SELECT count(*) FROM pg_stat_activity "
+                            "WHERE datname = :name AND wait_event_type = 'Lock'"
+                        ),
+                        {"name": make_url(url).database},
+                    ).scalar_one()
+                time.sleep(0.05)
+            assert waiting, "the migration never waited on the held change of the role"
+            held.commit()
+        thread.join(60)
+    finally:
+        holder.dispose()
+        watcher.dispose()
+    assert not thread.is_alive()
+    assert errors == []
+    assert migrate.current_revision(url) == migrate.head_revision()
+
+
+def test_downgrade_below_0010_refuses_while_another_environments_goals_exist(
+    make_database: Callable[[], str],
+) -> None:
+    url = make_database()
+    migrate.upgrade(url)
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with Session(engine) as session, session.begin():
+            _goal(session, asin=None, environment="babyai", spec={"data_idx": 3})
+        with pytest.raises(RuntimeError, match="1 goals belong to another environment"):
+            migrate.downgrade(url, "0009")
+        assert migrate.current_revision(url) == migrate.head_revision()
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM goals"))
+        migrate.downgrade(url, "0009")
+        assert migrate.current_revision(url) == "0009"
+    finally:
+        engine.dispose()
 
 
 def test_trainer_and_people_indices_exist(database_url: str) -> None:

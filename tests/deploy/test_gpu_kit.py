@@ -216,13 +216,14 @@ def test_a_piece_and_the_working_tree_fit_one_device_call() -> None:
     assert kit.piece_limit(20.5) == 42
 
 
-def test_first_run_refuses_a_model_folder_without_a_config(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["run", "prepare"])
+def test_first_run_refuses_a_model_folder_without_a_config(command: str, tmp_path: Path) -> None:
     """`MODEL=` names a model folder on the host; a wrong one stops the run before it
     installs or starts anything, with what to name instead."""
     out = tmp_path / "out"
     env = {**os.environ, "MODEL": str(tmp_path / "no-such-model"), "OUT": str(out)}
     run = subprocess.run(
-        ["bash", str(GPU / "first-run.sh"), "run"], env=env, capture_output=True, text=True
+        ["bash", str(GPU / "first-run.sh"), command], env=env, capture_output=True, text=True
     )
     assert run.returncode == 2, run.stderr
     assert "no config.json there; name a Hugging Face model folder" in run.stderr

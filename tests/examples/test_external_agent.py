@@ -45,11 +45,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.core.celery import create_celery
 from app.core.endpoint import PolicyEndpoint, publish_endpoint, withdraw_endpoint
-from app.core.enqueue import enqueue_rollouts, sync_goals
-from app.core.env_client import EnvClient
+from app.core.enqueue import enqueue_rollouts
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.goals import sync_goals
 from app.webshop.server.runner import serve_in_thread
 
 pytestmark = pytest.mark.slow

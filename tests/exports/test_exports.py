@@ -14,12 +14,12 @@ from helpers.trajectory_data import Dataset, insert_dataset
 from sqlalchemy import Engine, select
 
 from app.config import Settings
-from app.core.agent import SYSTEM_PROMPT_TEXT
 from app.db import migrate
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, session_scope
 from app.embedded.ports import free_port
+from app.environments.webshop.agent import SYSTEM_PROMPT_TEXT
 from app.exports.forms import export_trajectories
 from app.exports.goals import export_goals
 from app.exports.trajectories import TrajectoryFilter

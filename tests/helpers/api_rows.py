@@ -27,8 +27,17 @@ class Rows:
     engine: Engine
     goal_ids: list[int] = field(default_factory=list)
 
-    def goal(self, split: str = "test", instruction: str | None = None) -> int:
+    def goal(
+        self, split: str = "test", instruction: str | None = None, spec: dict | None = None
+    ) -> int:
+        """A WebShop goal, or with ``spec`` a BabyAI one (its fields in ``spec``)."""
         goal_id = random.randint(10_000_000, 2_000_000_000)
+        webshop = {
+            "asin": f"B{goal_id:09d}",
+            "attributes": ["soft"],
+            "goal_options": {"color": "blue"},
+            "price_upper": 50.0,
+        }
         with session_scope(self.engine) as session:
             session.add(
                 Goal(
@@ -36,10 +45,7 @@ class Rows:
                     split=split,
                     instruction=instruction
                     or f"i need item {goal_id}, price lower than 50 dollars",
-                    asin=f"B{goal_id:09d}",
-                    attributes=["soft"],
-                    goal_options={"color": "blue"},
-                    price_upper=50.0,
+                    **({"environment": "babyai", "spec": spec} if spec else webshop),
                 )
             )
         self.goal_ids.append(goal_id)

@@ -154,6 +154,20 @@ def env_server(
     )
 
 
+def babyai_server(log_dir: Path, settings: Settings, *, port: int | None = None) -> ServiceProcess:
+    """``wsrl env babyai``: BabyAI over AgentGym's protocol."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    return ServiceProcess(
+        name=f"babyai:{port}",
+        args=[*WSRL, "env", "babyai", "--port", str(port)],
+        env=child_env(settings),
+        log_path=log_dir / f"babyai-{port}.log",
+        ready=_http_ok(f"{url}/"),
+        url=url,
+    )
+
+
 def scripted_llm(
     log_dir: Path,
     settings: Settings,

@@ -29,12 +29,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.celery import create_celery
-from app.core.enqueue import enqueue_rollouts, sync_goals
-from app.core.env_client import EnvClient
+from app.core.enqueue import enqueue_rollouts
 from app.db import migrate
 from app.db.lifecycle import FINAL_ROLLOUT_STATUSES, AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Goal, LlmCall, Rollout, Step
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.goals import sync_goals
 from helpers.processes import ServiceProcess, celery_worker, env_server, scripted_llm
 from workers.reconciler import reconcile_once
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.agent import HistoryStep, build_messages
+from app.core.agent import HistoryStep
+from app.environments.webshop.agent import build_messages
 from app.scripted_llm.app import Stats, make_policy
 from app.scripted_llm.prompt import parse_prompt
 from app.webshop.env import WebShopEnv

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.agent import NO_ACTION, HistoryStep, build_messages
+from app.core.agent import NO_ACTION, HistoryStep
+from app.environments.webshop.agent import build_messages
 from app.scripted_llm.prompt import PromptFormatError, parse_prompt
 
 RESULTS_OBS = (

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from app.core.agent import TOOLS, build_messages, parse_action
+from app.environments.webshop.agent import TOOLS, build_messages, parse_action
 from app.scripted_llm import create_app, tokenizer
 from app.scripted_llm.faults import GARBAGE_REPLIES
 

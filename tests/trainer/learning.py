@@ -18,16 +18,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from helpers.processes import celery_worker, env_server
 
 from app.config import Settings
-from app.core.enqueue import sync_goals
-from app.core.env_client import EnvClient
+from app.core.agent import DEFAULT_PROTOCOL
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.goals import sync_goals
 from app.webshop.env import WebShopEnv
 from app.webshop.pages import Page
 from trainer.backends.local.learner import Learner
@@ -65,7 +66,9 @@ def build_checkpoint(env: WebShopEnv, out: Path, seed: int = 0) -> Path:
 
 def item_page_episode(env: WebShopEnv, goal_id: int) -> LocalEpisode:
     """An episode on ``goal_id`` already on its target's item page."""
-    episode = LocalEpisode(env, goal_id, history_steps=1, constrain_actions=True)
+    episode = LocalEpisode(
+        env, goal_id, replace(DEFAULT_PROTOCOL, history_steps=1, constrain_actions=True)
+    )
     session = episode.session
     session.keywords, session.results, session.page = "target", [session.target_index], Page.RESULTS
     target = env.product(session.target_index).asin.lower()

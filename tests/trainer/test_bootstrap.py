@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.core.agent import parse_action
+from app.core.agent import DEFAULT_PROTOCOL
+from app.environments.webshop.agent import parse_action
 from app.webshop.env import WebShopEnv
 from trainer.bootstrap import demonstrations
 from trainer.bootstrap.build import (
@@ -28,6 +29,11 @@ from trainer.bootstrap.tiny_policy import TinySize, train_tokenizer
 from trainer.samples import Sample
 from trainer.tensors import collate, token_logprobs
 
+IDS = replace(DEFAULT_PROTOCOL, max_steps=15, result_refs="ids")
+"""The demonstrations' protocol in these tests unless they say otherwise: results by id."""
+HISTORY_1 = replace(IDS, history_steps=1)
+NUMBERED = replace(HISTORY_1, result_refs="numbers")
+TWO_STEPS = replace(DEFAULT_PROTOCOL, max_steps=2)
 TINY = BootstrapConfig(
     seed=3,
     episodes=3,
@@ -78,7 +84,7 @@ def test_too_many_episodes_is_a_clear_error(env: WebShopEnv, tmp_path: Path) -> 
 
 def test_demonstrations_are_parseable_agent_prompts(env: WebShopEnv) -> None:
     goal = env.goal_ids("train")[0]
-    demos = demonstrations.episode(env, goal, max_steps=15, history_steps=1)
+    demos = demonstrations.episode(env, goal, HISTORY_1)
     assert demos[0].action.startswith("search[")
     assert demos[-1].action == "click[buy now]"
     assert all(parse_action(d.action) == d.action for d in demos)
@@ -90,7 +96,7 @@ def test_demonstrations_act_only_on_what_the_policy_sees(env: WebShopEnv) -> Non
     """The search is the instruction's own words (never the hidden title), and every
     click is one of the listed actions of its prompt."""
     for goal_id in env.goal_ids("train")[:20]:
-        demos = demonstrations.episode(env, goal_id, max_steps=15, history_steps=1)
+        demos = demonstrations.episode(env, goal_id, HISTORY_1)
         keywords = demos[0].action.removeprefix("search[").removesuffix("]")
         assert env.goals[goal_id].instruction.lower().startswith(keywords)
         for demo in demos[1:]:
@@ -118,14 +124,14 @@ def test_demonstrations_succeed_on_most_goals(env: WebShopEnv) -> None:
 
 
 def test_numbered_demonstrations_open_a_listed_place_drawn_per_goal(env: WebShopEnv) -> None:
-    """The default build's demonstrator (results by number, a result drawn at random):
+    """The random build's demonstrator (results by number, a result drawn at random):
     every reply is one of its prompt's listed actions, a result is named by its place and
     opens the product listed there, and the places spread over the page, the same ones on
     every build."""
     places = []
     for goal_id in env.goal_ids("train")[:30]:
-        demos = demonstrations.episode(env, goal_id, 15, 1, "numbers", "random")
-        again = demonstrations.episode(env, goal_id, 15, 1, "numbers", "random")
+        demos = demonstrations.episode(env, goal_id, NUMBERED, "random")
+        again = demonstrations.episode(env, goal_id, NUMBERED, "random")
         assert [d.reply for d in demos] == [d.reply for d in again]
         for demo in demos[1:]:
             listed = demo.messages[1]["content"].split("Available actions:\n")[1].split("\n")
@@ -135,7 +141,7 @@ def test_numbered_demonstrations_open_a_listed_place_drawn_per_goal(env: WebShop
                 places.append(demo.reply)
     assert len(places) >= 30 and len(set(places)) >= 6
     assert BootstrapConfig().result_refs == "numbers"
-    assert BootstrapConfig().result_choice == "random"
+    assert BootstrapConfig().result_choice == "first"  # the default: docs/decisions/0039
 
 
 def test_tokenizer_makes_product_ids_single_tokens_and_decodes_exactly(
@@ -153,7 +159,7 @@ def test_tokenizer_makes_product_ids_single_tokens_and_decodes_exactly(
 def test_demonstration_sample_masks_only_the_reply(env: WebShopEnv, built) -> None:
     out, manifest = built
     tokenizer = AutoTokenizer.from_pretrained(str(out))
-    demo = demonstrations.episode(env, env.goal_ids("train")[1], 15)[0]
+    demo = demonstrations.episode(env, env.goal_ids("train")[1], IDS)[0]
     sample = demonstrations.to_sample(demo, tokenizer)
     generated = [t for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
     assert tokenizer.decode(generated, skip_special_tokens=True) == demo.reply
@@ -166,7 +172,7 @@ def test_replies_repeat_the_tokens_of_the_prompt(env: WebShopEnv, built) -> None
     """A search or option reply's words are the same tokens as in the instruction (the
     space after the bracket); a product id is written as listed."""
     tokenizer = AutoTokenizer.from_pretrained(str(built[0]))
-    for demo in demonstrations.episode(env, env.goal_ids("train")[1], 15):
+    for demo in demonstrations.episode(env, env.goal_ids("train")[1], IDS):
         if demonstrations.action_kind(demo.action) not in ("search", "item", "option"):
             continue
         prompt = tokenizer.encode(demo.messages[-1]["content"], add_special_tokens=False)
@@ -202,7 +208,9 @@ def test_inprocess_evaluation_plays_episodes(env: WebShopEnv, built) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(built[0]))
     tokenizer = AutoTokenizer.from_pretrained(str(built[0]))
     goals = env.goal_ids("test")[:2]
-    result = evaluate(model, tokenizer, env, goals, temperature=1.0, max_steps=2, max_tokens=8)
+    result = evaluate(
+        model, tokenizer, env, goals, protocol=TWO_STEPS, temperature=1.0, max_tokens=8
+    )
     assert len(result.rewards) == 2
     assert 2 <= result.steps <= 4
     assert 0.0 <= result.success_rate <= 1.0
@@ -234,7 +242,7 @@ def test_loaded_tokenizer_encodes_as_the_one_trained_on(
     policy was trained on must encode to the same ids after loading."""
     out, _ = built
     loaded = AutoTokenizer.from_pretrained(str(out))
-    texts = [m["content"] for d in demonstrations.episode(env, 11, 15) for m in d.messages]
+    texts = [m["content"] for d in demonstrations.episode(env, 11, IDS) for m in d.messages]
     trained = train_tokenizer(texts, 500, [env.product(i).asin.lower() for i in range(20)])
     trained.save_pretrained(tmp_path)
     (tmp_path / "config.json").write_text((out / "config.json").read_text())  # model_type qwen2
@@ -246,9 +254,11 @@ def test_loaded_tokenizer_encodes_as_the_one_trained_on(
 
 def test_action_kinds_name_each_decision(env: WebShopEnv) -> None:
     goal_id = next(
-        g for g in env.goal_ids("train") if len(demonstrations.episode(env, g, 15, 1)) >= 4
+        g for g in env.goal_ids("train") if len(demonstrations.episode(env, g, HISTORY_1)) >= 4
     )
-    kinds = [demonstrations.action_kind(d.action) for d in demonstrations.episode(env, goal_id, 15)]
+    kinds = [
+        demonstrations.action_kind(d.action) for d in demonstrations.episode(env, goal_id, IDS)
+    ]
     assert kinds[:2] == ["search", "item"] and kinds[-1] == "buy"
     assert set(kinds[2:-1]) == {"option"}
     assert demonstrations.action_kind("click[next >]") == "other"

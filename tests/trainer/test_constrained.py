@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.core.agent import action_structured_outputs, parse_action
+from app.environments.webshop.agent import action_structured_outputs, parse_action
 from trainer.constrained import (
     ConstraintError,
     Pattern,

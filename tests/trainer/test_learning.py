@@ -4,10 +4,10 @@ HTTP raises a held-out measure, and broken updates do not.
 The run of :mod:`learning` (a randomly initialised policy built here, replies limited to
 the page's valid actions, a few steps on an item page), but every piece is the
 pipeline's: ``wsrl env serve`` on the generated catalog and a ``wsrl worker`` process play
-the rollouts against the trainer's policy server, the scheduler enqueues groups that
-start on the item page (:mod:`app.core.opening`), the workers record token ids, logprobs
-and each reply's constraint in Postgres, and :class:`~trainer.loop.TrainLoop` selects the
-complete groups, updates, commits and publishes each version. The held-out measure is
+the rollouts against the trainer's policy server, the scheduler enqueues groups that start
+on the item page (:mod:`app.environments.webshop.opening`), the workers record token ids,
+logprobs and each reply's constraint in Postgres, and :class:`~trainer.loop.TrainLoop`
+selects the complete groups, updates, commits and publishes each version. The held-out measure is
 :func:`learning.held_out` on the trained weights (greedy, test goals never trained on).
 
 Sabotaged variants patch the trainer's own functions in this process: advantages with

@@ -4,7 +4,7 @@ fp32) through the same loop as :mod:`test_learning`.
 
 Every piece is the pipeline's: ``wsrl env serve`` on the generated catalog and a ``wsrl
 worker`` process play rollouts against the trainer's policy server over HTTP, starting on
-an item page (:mod:`app.core.opening`), one step each, replies limited to the page's
+an item page (:mod:`app.environments.webshop.opening`), one step each, replies limited to the page's
 valid actions (5-15 tokens); :class:`~trainer.loop.TrainLoop` selects the complete
 groups, updates, commits and publishes each version until it has updated ``UPDATES``
 times.

@@ -14,11 +14,11 @@ from sqlalchemy import func, select
 
 from app.config import Settings
 from app.core.endpoint import read_endpoint
-from app.core.enqueue import sync_goals
-from app.core.env_client import EnvClient
 from app.db.lifecycle import AttemptStatus, RolloutStatus
 from app.db.models import Attempt, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.goals import sync_goals
 from trainer.backends.local import checkpoints
 from trainer.backends.local.run import start_local_run
 from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer

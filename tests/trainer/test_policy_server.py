@@ -168,7 +168,7 @@ def test_constrained_logprobs_equal_trainer_masked_forward(client, backend, seed
     """The server's recorded logprobs under a structured_outputs mask equal the trainer's
     forward pass renormalised over the replayed masks (an exact importance ratio), and
     differ from the unmasked forward pass."""
-    from app.core.agent import action_structured_outputs, parse_action
+    from app.environments.webshop.agent import action_structured_outputs, parse_action
     from trainer.samples import CallRecord, RolloutRecord, build_samples
 
     constraint = action_structured_outputs(PAGE_ACTIONS)

@@ -141,3 +141,13 @@ def test_the_verl_config_is_validated_by_the_run_configurations_classes() -> Non
         verl_config.load_config("fast", ["webshop.train_starts=[checkout]"])
     loaded = verl_config.run_config(verl_config.load_config("fast"))
     assert loaded.algorithm.group_size == 8 and loaded.algorithm.lr == 5e-6
+
+
+def test_an_environment_without_openings_refuses_other_starts() -> None:
+    from trainer.config import Schedule
+
+    assert Schedule(environment="babyai").train_starts == ("search",)
+    with pytest.raises(ValueError, match="babyai has no openings; its episodes start at search"):
+        Schedule(environment="babyai", train_starts=("item", "search"))
+    with pytest.raises(ValueError, match="unknown environment 'nope'; known: babyai, webshop"):
+        Schedule(environment="nope")

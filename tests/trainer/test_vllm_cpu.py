@@ -23,6 +23,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +33,17 @@ import torch
 from redis import Redis
 
 from app.config import Settings
+from app.core.agent import DEFAULT_PROTOCOL
 from app.core.endpoint import EndpointResolver, EndpointStatus, PolicyEndpoint, publish_policy
-from app.core.env_client import EnvClient
 from app.core.llm import LLMCall, Sampling
 from app.db.session import make_engine, session_scope
+from app.environments.webshop.client import EnvClient
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app as create_env_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
 from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
-from workers.agent import run_episode
-from workers.llm import LLMClient
+from workers.llm_client import LLMClient
+from workers.player import run_episode
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = Path(os.environ.get("WSRL_TEST_VLLM_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
@@ -215,10 +217,13 @@ def _play(
                 llm,
                 goal,
                 recorder,
-                max_steps=max_steps,
-                history_steps=1,
+                protocol=replace(
+                    DEFAULT_PROTOCOL,
+                    max_steps=max_steps,
+                    history_steps=1,
+                    constrain_actions=constrain_actions,
+                ),
                 sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=goal),
-                constrain_actions=constrain_actions,
             )
     return recorder.calls
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from helpers.factories import make_llm_call
 
-from app.core.agent import (
+from app.core.agent import DEFAULT_PROTOCOL, AgentMode, HistoryStep
+from app.core.llm import LLMCall
+from app.environments.webshop.agent import (
     TOOLS,
-    AgentMode,
-    HistoryStep,
     action_from_call,
     build_messages,
     parse_action,
     parse_tool_calls,
 )
-from app.core.llm import LLMCall
 
 
 @pytest.mark.parametrize(
@@ -130,6 +130,7 @@ def test_action_from_call_tool_mode_prefers_tool_calls_then_text() -> None:
 
 
 SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
+CONSTRAINED = replace(DEFAULT_PROTOCOL, constrain_actions=True)
 ITEM_PAGE = {"has_search_bar": False, "clickables": ["back to search", "< prev", "buy now", "red"]}
 
 
@@ -251,15 +252,16 @@ def test_protocol_records_from_before_result_refs_name_results_by_id() -> None:
 def test_constrained_episode_asks_for_the_page_actions_only_in_text_mode() -> None:
     import re
 
-    from app.core.agent import AgentMode, Episode
+    from app.core.agent import AgentMode
+    from app.environments.webshop.agent import WebShopEpisode
 
     page = {"has_search_bar": False, "clickables": ["back to search", "B0X", "size 6.5 [us]"]}
-    episode = Episode("a mug", "page", page, constrain_actions=True)
+    episode = WebShopEpisode("a mug", "page", page, CONSTRAINED)
     regex = episode.structured_outputs()["regex"]
     assert re.fullmatch(regex, "click[ size 6.5 [us]]") and re.fullmatch(regex, "click[B0X]")
     assert not re.fullmatch(regex, "click[ B0Y]") and not re.fullmatch(regex, "search[ mug]")
-    assert Episode("a mug", "page", page).structured_outputs() is None
-    tools = Episode("a mug", "page", page, mode=AgentMode.TOOLS, constrain_actions=True)
+    assert WebShopEpisode("a mug", "page", page).structured_outputs() is None
+    tools = WebShopEpisode("a mug", "page", page, replace(CONSTRAINED, mode=AgentMode.TOOLS))
     assert tools.structured_outputs() is None
 
 
@@ -305,13 +307,13 @@ def _steps(*actions: str) -> list[HistoryStep]:
 def test_options_chosen_and_sub_pages_opened_on_the_item_page_are_spent(
     actions: tuple[str, ...], spent: set[str]
 ) -> None:
-    from app.core.agent import spent_clicks
+    from app.environments.webshop.agent import spent_clicks
 
     assert spent_clicks(_steps(*actions), OPTIONS_PAGE, OPTIONS_ACTIONS) == spent
 
 
 def test_spent_clicks_outside_an_item_page_or_off_the_page_text() -> None:
-    from app.core.agent import spent_clicks
+    from app.environments.webshop.agent import spent_clicks
 
     results = {"has_search_bar": False, "clickables": ["back to search", "next >", "b0abc"]}
     assert spent_clicks(_steps("search[mug]"), "Page 1 [SEP] b0abc", results) == set()
@@ -322,9 +324,9 @@ def test_spent_clicks_outside_an_item_page_or_off_the_page_text() -> None:
 def test_constrained_episode_does_not_offer_the_clicks_its_visit_has_spent() -> None:
     import re
 
-    from app.core.agent import Episode
+    from app.environments.webshop.agent import WebShopEpisode
 
-    episode = Episode("a mug", OPTIONS_PAGE, OPTIONS_ACTIONS, constrain_actions=True)
+    episode = WebShopEpisode("a mug", OPTIONS_PAGE, OPTIONS_ACTIONS, CONSTRAINED)
     episode.history = _steps("click[b0abc]", "click[large]", "click[features]", "click[< prev]")
     regex = episode.structured_outputs()["regex"]
     assert re.fullmatch(regex, "click[ red]") and re.fullmatch(regex, "click[ buy now]")
@@ -338,7 +340,8 @@ def test_a_result_opened_by_number_is_not_taken_for_an_option_of_that_value() ->
     has chosen nothing yet, so both sizes stay offered."""
     import re
 
-    from app.core.agent import Episode, ResultRefs
+    from app.core.agent import ResultRefs
+    from app.environments.webshop.agent import WebShopEpisode
 
     results = {"has_search_bar": False, "clickables": ["back to search", "next >", *PRODUCTS]}
     page = OPTIONS_PAGE.replace("small", "3").replace("large", "5")
@@ -349,7 +352,9 @@ def test_a_result_opened_by_number_is_not_taken_for_an_option_of_that_value() ->
         ],
     }
     for refs in ResultRefs:
-        episode = Episode("a mug", RESULTS_PAGE, results, constrain_actions=True, result_refs=refs)
+        episode = WebShopEpisode(
+            "a mug", RESULTS_PAGE, results, replace(CONSTRAINED, result_refs=refs)
+        )
         action, _ = episode.action(
             "click[3]" if refs == ResultRefs.NUMBERS else f"click[{PRODUCTS[2]}]"
         )

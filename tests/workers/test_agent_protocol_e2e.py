@@ -20,11 +20,12 @@ from helpers.processes import celery_worker, set_llm_fault
 from helpers.stack import RolloutStack, isolated_settings
 from sqlalchemy import select
 
-from app.core.agent import SYSTEM_PROMPT_TOOLS, AgentMode, AgentProtocol
+from app.core.agent import AgentMode, AgentProtocol
 from app.core.endpoint import ENDPOINT_KEY, PolicyEndpoint, publish_policy
 from app.db.lifecycle import AttemptStatus
 from app.db.models import Attempt, LlmCall, Step
 from app.db.session import session_scope
+from app.environments.webshop.agent import SYSTEM_PROMPT_TOOLS
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import redis
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.agent import AgentMode, AgentProtocol, build_messages
+from app.core.agent import AgentMode, AgentProtocol
 from app.core.endpoint import (
     EndpointResolver,
     EndpointStatus,
@@ -28,9 +28,10 @@ from app.core.endpoint import (
 from app.core.llm import LLMUnavailable
 from app.db.lifecycle import PolicyVersionStatus
 from app.db.models import PolicyVersion
+from app.environments.webshop.agent import build_messages
 from app.scripted_llm import create_app
 from app.webshop.server.runner import serve_in_thread
-from workers.llm import LLMClient
+from workers.llm_client import LLMClient
 
 MESSAGES = build_messages(
     "a lamp", "WebShop [SEP] Search", {"has_search_bar": True, "clickables": ["search"]}, []

@@ -17,17 +17,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import Settings
-from app.core.agent import build_messages
 from app.core.celery import QUEUE_EVAL, QUEUE_ROLLOUTS, ROLLOUT_TASK, create_celery
-from app.core.enqueue import EnqueueError, enqueue_rollouts, sync_goals
-from app.core.env_client import EnvClient, EnvError
+from app.core.enqueue import EnqueueError, enqueue_rollouts
+from app.core.env_client import EnvError
 from app.core.llm import Sampling
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Goal, Rollout
 from app.db.session import make_engine
+from app.environments.webshop.agent import build_messages
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.goals import sync_goals
 from app.scripted_llm import tokenizer
 from app.webshop.server.runner import RunningServer
-from workers.llm import LLMClient
+from workers.llm_client import LLMClient
 
 GOALS = range(910_000, 910_006)
 SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}

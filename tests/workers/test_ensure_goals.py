@@ -10,11 +10,13 @@ import pytest
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.core.enqueue import EnqueueError, ensure_goals, sync_goals
-from app.core.env_client import EnvClient, EnvError
+from app.core.enqueue import EnqueueError
+from app.core.env_client import EnvError
 from app.db import migrate
 from app.db.models import Goal
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.goals import ensure_goals, sync_goals
 from app.webshop.server.runner import RunningServer
 
 

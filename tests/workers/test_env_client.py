@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.core.env_client import EnvClient, EnvError
+from app.core.env_client import EnvError
+from app.environments.webshop.client import EnvClient
 from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app

@@ -5,25 +5,35 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 from helpers.factories import make_llm_call
 
-from app.core.agent import AgentMode, EpisodeResult, StepRecord, build_messages
-from app.core.env_client import EnvClient, EnvError
+from app.core.agent import DEFAULT_PROTOCOL, AgentMode, AgentProtocol, EpisodeResult, StepRecord
+from app.core.env_client import EnvError
 from app.core.llm import LLMCall, LLMUnavailable
-from app.core.opening import NAVIGATION
+from app.environments.webshop.agent import build_messages
+from app.environments.webshop.client import EnvClient
+from app.environments.webshop.opening import NAVIGATION
 from app.scripted_llm import create_app as create_llm_app
 from app.webshop.catalog_gen import write_catalog
 from app.webshop.env import WebShopEnv
 from app.webshop.server.app import create_app as create_env_app
 from app.webshop.server.runner import RunningServer, serve_in_thread
 from trainer.bootstrap.play import LocalEpisode
-from workers.agent import run_episode
-from workers.llm import LLMClient
+from workers.llm_client import LLMClient
+from workers.player import run_episode
 
+
+def steps(n: int) -> AgentProtocol:
+    """The default protocol with an ``n``-step limit."""
+    return replace(DEFAULT_PROTOCOL, max_steps=n)
+
+
+STEPS_15 = steps(15)
 NUM_PRODUCTS = 120
 GOALS = [0, 1, 2, 7, 100, 300]
 
@@ -96,7 +106,7 @@ def _check_logs(recorder: ListRecorder, result: EpisodeResult) -> None:
 @pytest.mark.parametrize("goal_id", GOALS)
 def test_oracle_episode_gets_reward_1(env: EnvClient, llm: LLMClient, goal_id: int) -> None:
     recorder = ListRecorder()
-    result = run_episode(env, llm, goal_id, recorder, max_steps=15, worker="w1", rollout="r1")
+    result = run_episode(env, llm, goal_id, recorder, protocol=STEPS_15, worker="w1", rollout="r1")
     assert result.reward == 1.0 and result.success
     assert result.end_reason == "bought" and result.done
     assert result.num_invalid == 0
@@ -142,7 +152,7 @@ def test_opening_steps_do_not_count_toward_max_steps(
 ) -> None:
     _faults(oracle_llm, mode="garbage", count=2)
     recorder = ListRecorder()
-    result = run_episode(env, llm, GOALS[2], recorder, start="item", max_steps=2)
+    result = run_episode(env, llm, GOALS[2], recorder, start="item", protocol=steps(2))
     assert result.end_reason == "max_steps" and result.reward == 0.0
     assert [s.valid for s in recorder.steps] == [True, True, False, False]
     assert result.num_steps == 4 and result.num_llm_calls == 2
@@ -150,7 +160,7 @@ def test_opening_steps_do_not_count_toward_max_steps(
 
 def test_oracle_episode_in_tool_mode(env: EnvClient, llm: LLMClient) -> None:
     recorder = ListRecorder()
-    result = run_episode(env, llm, 3, recorder, mode=AgentMode.TOOLS)
+    result = run_episode(env, llm, 3, recorder, protocol=replace(STEPS_15, mode=AgentMode.TOOLS))
     assert result.reward == 1.0
     assert all(call.tool_calls and call.tools for call in recorder.calls)
     assert recorder.calls[-1].tool_calls[0]["function"]["name"] == "buy"
@@ -187,7 +197,7 @@ def test_action_the_page_lacks_is_an_invalid_env_step(
 
 def test_max_steps_ends_with_reward_0(env: EnvClient, llm: LLMClient) -> None:
     recorder = ListRecorder()
-    result = run_episode(env, llm, 0, recorder, max_steps=2, worker="w1", rollout="r1")
+    result = run_episode(env, llm, 0, recorder, protocol=steps(2), worker="w1", rollout="r1")
     assert result.reward == 0.0 and not result.success
     assert result.end_reason == "max_steps" and not result.done
     assert result.num_steps == 2
@@ -200,7 +210,7 @@ def test_max_steps_while_garbage_never_calls_env(
 ) -> None:
     _faults(oracle_llm, mode="garbage")
     try:
-        result = run_episode(env, llm, 0, ListRecorder(), max_steps=3)
+        result = run_episode(env, llm, 0, ListRecorder(), protocol=steps(3))
     finally:
         _faults(oracle_llm, mode="ok")
     assert (result.reward, result.num_steps, result.num_invalid) == (0.0, 3, 3)
@@ -274,19 +284,20 @@ class OneRequestPerStepEnv(EnvClient):
 
 def test_episode_makes_one_env_request_per_step(env_server: RunningServer, llm: LLMClient) -> None:
     with OneRequestPerStepEnv(env_server.url) as env:
-        result = run_episode(env, llm, GOALS[1], ListRecorder(), max_steps=15)
+        result = run_episode(env, llm, GOALS[1], ListRecorder(), protocol=STEPS_15)
     assert result.reward == 1.0
 
 
 def test_action_longer_than_the_env_accepts_is_an_invalid_step_without_env_call(
     env: EnvClient,
 ) -> None:
-    from app.core.agent import TOO_LONG_ACTION, Episode
-    from workers.agent import _take_step
+    from app.core.agent import TOO_LONG_ACTION
+    from app.environments.webshop.agent import WebShopEpisode
+    from workers.player import _take_step
 
     session = env.create_session(0)
     call = make_llm_call(response_text="search[" + "lamp " * 1_000 + "]")
-    episode = Episode(session.instruction, "obs", session.available_actions)
+    episode = WebShopEpisode(session.instruction, "obs", session.available_actions)
     step = _take_step(env, session.session_id, 0, call, episode)
     assert not step.valid and step.action is None
     assert step.error == TOO_LONG_ACTION and step.env_latency_ms == 0.0
@@ -297,8 +308,11 @@ def test_numbered_results_name_products_by_place_and_the_env_gets_the_listed_id(
     webshop_env: WebShopEnv,
 ) -> None:
     goal_id = GOALS[1]
-    by_id = LocalEpisode(webshop_env, goal_id, 1, True, start="results")
-    numbered = LocalEpisode(webshop_env, goal_id, 1, True, start="results", result_refs="numbers")
+    by_id_protocol = replace(DEFAULT_PROTOCOL, history_steps=1, constrain_actions=True)
+    by_id = LocalEpisode(webshop_env, goal_id, by_id_protocol, start="results")
+    numbered = LocalEpisode(
+        webshop_env, goal_id, replace(by_id_protocol, result_refs="numbers"), start="results"
+    )
     products = [c for c in by_id.state.available_actions["clickables"] if c not in NAVIGATION]
     assert len(products) >= 2
     prompt = numbered.messages()[-1]["content"]
@@ -318,5 +332,10 @@ def test_numbered_results_name_products_by_place_and_the_env_gets_the_listed_id(
     assert numbered.state.history[-1].action == "click[2]"
     assert by_id.state.history[-1].action == f"click[{products[1]}]"
     # A place the page does not list goes to the env as written: an invalid step.
-    other = LocalEpisode(webshop_env, goal_id, 1, start="results", result_refs="numbers")
+    other = LocalEpisode(
+        webshop_env,
+        goal_id,
+        replace(STEPS_15, history_steps=1, result_refs="numbers"),
+        start="results",
+    )
     assert not other.reply(f"click[{len(products) + 1}]") and other.invalid == 1

@@ -8,7 +8,6 @@ import httpx
 import pytest
 from fastapi import Request
 
-from app.core.agent import TOOLS, build_messages
 from app.core.llm import (
     LLMBadResponse,
     LLMRequestRejected,
@@ -16,9 +15,10 @@ from app.core.llm import (
     Sampling,
     parse_chat_response,
 )
+from app.environments.webshop.agent import TOOLS, build_messages
 from app.scripted_llm import create_app, tokenizer
 from app.webshop.server.runner import RunningServer, serve_in_thread
-from workers.llm import LLMClient
+from workers.llm_client import LLMClient
 
 SEARCH_PAGE = {"has_search_bar": True, "clickables": ["search"]}
 MESSAGES = build_messages("a red desk lamp", "WebShop [SEP] Search", SEARCH_PAGE, [])
@@ -163,8 +163,8 @@ def test_garbage_200_body_is_a_bad_response(make_settings) -> None:
 def test_structured_outputs_are_sent_and_kept_on_the_call(make_settings) -> None:
     from fastapi import FastAPI
 
-    from app.core.agent import action_structured_outputs
     from app.core.llm import call_row
+    from app.environments.webshop.agent import action_structured_outputs
 
     seen: list[dict] = []
     app = FastAPI()

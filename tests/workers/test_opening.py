@@ -1,19 +1,17 @@
-"""Episode openings (app.core.opening): which scripted steps each start plays."""
+"""Episode openings (app.environments.webshop.opening): which scripted steps each start plays."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.agent import Episode
-from app.core.opening import (
+from app.db.lifecycle import RolloutStart, parse_start, parse_starts
+from app.environments.webshop.agent import WebShopEpisode
+from app.environments.webshop.opening import (
     NAVIGATION,
     first_product,
-    parse_start,
-    parse_starts,
     play_opening,
     search_keywords,
 )
-from app.db.lifecycle import RolloutStart
 from app.webshop.agents import BUTTONS
 
 INSTRUCTION = "i need a vegan pasta sauce with flavor: teriyaki, and price lower than 30.00 dollars"
@@ -26,7 +24,9 @@ ITEM = {"has_search_bar": False, "clickables": ["back to search", "< prev", "buy
 class FakeEnv:
     """Steps an :class:`Episode` through given pages; ``refuse`` lists refused actions."""
 
-    def __init__(self, episode: Episode, results: dict, refuse: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, episode: WebShopEpisode, results: dict, refuse: tuple[str, ...] = ()
+    ) -> None:
         self.episode, self.results, self.refuse = episode, results, refuse
         self.actions: list[str] = []
 
@@ -40,8 +40,8 @@ class FakeEnv:
         return valid
 
 
-def _episode() -> Episode:
-    return Episode(INSTRUCTION, "search page", SEARCH_PAGE)
+def _episode() -> WebShopEpisode:
+    return WebShopEpisode(INSTRUCTION, "search page", SEARCH_PAGE)
 
 
 def test_search_keywords_drop_options_and_price() -> None:

@@ -123,7 +123,9 @@ def _check_outcome(
             select(Attempt.status, Attempt.error).where(Attempt.rollout_id.in_(ids))
         ).all()
         rows = session.execute(
-            select(Rollout.status, Rollout.reward, Rollout.last_error).where(Rollout.id.in_(ids))
+            select(Rollout.status, Rollout.reward, Rollout.last_error, Rollout.success).where(
+                Rollout.id.in_(ids)
+            )
         ).all()
     succeeded = [a for a in attempts if a.status == AttemptStatus.SUCCEEDED]
     others = [a for a in attempts if a.status != AttemptStatus.SUCCEEDED]
@@ -144,7 +146,7 @@ def _check_outcome(
 def _check_eval_line(rows: Sequence[Row], eval_result: tuple[int, str, str]) -> None:
     """``wsrl eval``'s last line is the score of the rows, nothing failed, exit 0."""
     code, out, err = eval_result
-    expected = score_of([Outcome(str(s), r, e) for s, r, e in rows]).line()
+    expected = score_of([Outcome(str(s), r, e, ok) for s, r, e, ok in rows]).line()
     assert out.strip().splitlines()[-1] == expected, err
     assert expected.endswith(f"episodes={GOALS} failed=0") and code == 0, err
 
@@ -275,9 +277,9 @@ def test_redis_flushed_mid_run_is_recovered(
             stack.check_training_data(ids)
             with session_scope(stack.sessions) as session:
                 rows = session.execute(
-                    select(Rollout.status, Rollout.reward, Rollout.last_error).where(
-                        Rollout.id.in_(ids)
-                    )
+                    select(
+                        Rollout.status, Rollout.reward, Rollout.last_error, Rollout.success
+                    ).where(Rollout.id.in_(ids))
                 ).all()
             _check_eval_line(rows, result)
         finally:

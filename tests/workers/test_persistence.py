@@ -102,7 +102,7 @@ def test_duplicate_delivery_while_attempt_is_alive_is_noop(
 
 def test_start_attempt_of_finished_rollout_is_noop(db_session: Session, rollout: Rollout) -> None:
     start = _start(db_session, rollout)
-    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(1.0, 3), PendingRows())
+    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(1.0, 3, True), PendingRows())
     assert start_attempt(db_session, rollout.id, worker="w2", liveness_s=30) is None
     count = db_session.scalar(select(func.count()).where(Attempt.rollout_id == rollout.id))
     assert count == 1
@@ -157,7 +157,10 @@ def test_finish_attempt_records_outcome_and_policy_versions(
     write_rows(db_session, start.attempt_id, _rows(2, version=3))
     parts = {"r_type": 1.0}
     done = finish_attempt(
-        db_session, start.attempt_id, EpisodeOutcome(1.0, 3, parts), _rows(1, version=4, start=2)
+        db_session,
+        start.attempt_id,
+        EpisodeOutcome(1.0, 3, True, parts),
+        _rows(1, version=4, start=2),
     )
     assert done
     db_session.refresh(rollout)
@@ -175,7 +178,9 @@ def test_finish_attempt_partial_reward_is_not_success(
     db_session: Session, rollout: Rollout
 ) -> None:
     start = _start(db_session, rollout)
-    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.5, 2), PendingRows())
+    assert finish_attempt(
+        db_session, start.attempt_id, EpisodeOutcome(0.5, 2, False), PendingRows()
+    )
     db_session.refresh(rollout)
     assert rollout.success is False
 
@@ -192,7 +197,11 @@ def test_finish_of_superseded_attempt_is_refused(
     first = _start(db_session, rollout)
     second = _restart(db_session, rollout)
     assert not finish_attempt(
-        db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1), policy_versions=versions
+        db_session,
+        first.attempt_id,
+        EpisodeOutcome(1.0, 1, True),
+        _rows(1),
+        policy_versions=versions,
     )
     assert db_session.scalar(select(func.count()).where(Step.attempt_id == first.attempt_id)) == 0
     assert db_session.scalar(select(Attempt.status).where(Attempt.id == first.attempt_id)) == (
@@ -201,7 +210,7 @@ def test_finish_of_superseded_attempt_is_refused(
     assert finish_attempt(
         db_session,
         second.attempt_id,
-        EpisodeOutcome(0.0, 1),
+        EpisodeOutcome(0.0, 1, False),
         PendingRows(),
         policy_versions=versions,
     )
@@ -289,7 +298,11 @@ def test_cancelled_rollout_is_not_finished_or_requeued(
     rollout.status = RolloutStatus.CANCELLED
     db_session.flush()
     assert not finish_attempt(
-        db_session, first.attempt_id, EpisodeOutcome(1.0, 1), _rows(1), policy_versions=versions
+        db_session,
+        first.attempt_id,
+        EpisodeOutcome(1.0, 1, True),
+        _rows(1),
+        policy_versions=versions,
     )
     assert db_session.scalar(select(func.count()).where(Step.attempt_id == first.attempt_id)) == 0
     db_session.refresh(rollout)
@@ -340,7 +353,11 @@ def test_the_agents_finish_is_one_statement_besides_its_rows(
     event.listen(connection, "before_cursor_execute", seen)
     try:
         assert finish_attempt(
-            db_session, start.attempt_id, EpisodeOutcome(1.0, 2), _rows(2), policy_versions=(0, 0)
+            db_session,
+            start.attempt_id,
+            EpisodeOutcome(1.0, 2, True),
+            _rows(2),
+            policy_versions=(0, 0),
         )
     finally:
         event.remove(connection, "before_cursor_execute", seen)
@@ -400,7 +417,7 @@ def test_the_agents_finish_writes_its_rows_as_the_flush_does(
     assert finish_attempt(
         db_session,
         finished.attempt_id,
-        EpisodeOutcome(1.0, 3),
+        EpisodeOutcome(1.0, 3, True),
         _recorded_rows(),
         policy_versions=(7, 7),
     )
@@ -431,7 +448,7 @@ def test_finish_attempt_takes_the_callers_policy_versions(
     done = finish_attempt(
         db_session,
         start.attempt_id,
-        EpisodeOutcome(1.0, 1),
+        EpisodeOutcome(1.0, 1, True),
         _rows(1, version=5),
         policy_versions=(5, 6),
     )
@@ -493,7 +510,7 @@ def test_model_output_with_nul_characters_is_stored_not_lost(
     if write == "write_rows":
         write_rows(db_session, start.attempt_id, rows)
     else:
-        assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.0, 1), rows)
+        assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.0, 1, False), rows)
 
     stored_step = db_session.scalars(select(Step).where(Step.attempt_id == start.attempt_id)).one()
     stored_call = db_session.scalars(
@@ -535,7 +552,7 @@ def test_json_values_postgres_refused_from_the_standard_library_are_stored(
     start = _start(db_session, rollout)
     rows = PendingRows()
     rows.steps.append(step_row(step))
-    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.0, 1), rows)
+    assert finish_attempt(db_session, start.attempt_id, EpisodeOutcome(0.0, 1, False), rows)
 
     info = db_session.scalars(select(Step.info).where(Step.attempt_id == start.attempt_id)).one()
     assert info["score"] is None
@@ -570,7 +587,7 @@ def test_the_agents_finish_waits_for_the_rollouts_lock_and_sees_what_its_holder_
                         finish_attempt(
                             session,
                             start.attempt_id,
-                            EpisodeOutcome(1.0, 1),
+                            EpisodeOutcome(1.0, 1, True),
                             _rows(1),
                             policy_versions=(0, 0),
                         )

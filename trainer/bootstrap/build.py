@@ -23,6 +23,7 @@ import tokenizers
 import torch
 import transformers
 
+from app.core.agent import AgentMode, AgentProtocol
 from app.webshop.env import WebShopEnv
 from trainer.bootstrap import demonstrations
 from trainer.bootstrap.copy_pretraining import CopyTask, copy_pretrain
@@ -113,10 +114,10 @@ class BootstrapConfig:
     recorded in the manifest, and the policy is played so. By number, the first result is
     the same reply on every page, where a product id must be copied from its place in the
     list (docs/decisions/0030)."""
-    result_choice: str = "random"
-    """Which result the demonstrator opens: ``first`` (the best-ranked) or ``random`` (one
-    of the page's, drawn per goal): the mechanics without the choice, which is left to RL
-    (docs/decisions/0030)."""
+    result_choice: str = "first"
+    """Which result the demonstrator opens: ``first`` (the best-ranked: the strongest
+    imitation, which RL starts from, docs/decisions/0039) or ``random`` (one of the page's,
+    drawn per goal: the mechanics without the choice, left to RL, docs/decisions/0030)."""
 
 
 def _tokenizer_texts(env: WebShopEnv, demos: list, goal_ids: list[int]) -> list[str]:
@@ -145,16 +146,22 @@ def _drills(
 ) -> list[demonstrations.Demonstration]:
     """The demonstrator's steps of some kinds of decision on ``goal_ids``: more practice on
     those decisions without the cost of whole episodes."""
-    demos = demonstrations.collect(env, goal_ids, max_steps, **_played(config))
+    demos = demonstrations.collect(
+        env, goal_ids, _protocol(config, max_steps), config.result_choice
+    )
     return [d for d in demos if demonstrations.action_kind(d.action) in kinds]
 
 
-def _played(config: BootstrapConfig) -> dict[str, Any]:
-    return {
-        "history_steps": config.history_steps,
-        "result_refs": config.result_refs,
-        "result_choice": config.result_choice,
-    }
+def _protocol(config: BootstrapConfig, max_steps: int) -> AgentProtocol:
+    """How the demonstrations are played: text mode, the configuration's history and
+    result names, ``max_steps`` steps (fewer for a drill)."""
+    return AgentProtocol(
+        mode=AgentMode.TEXT,
+        history_steps=config.history_steps,
+        constrain_actions=False,
+        max_steps=max_steps,
+        result_refs=config.result_refs,
+    )
 
 
 def _lr(step: int, total: int, peak: float) -> float:
@@ -278,7 +285,9 @@ def gather(env: WebShopEnv, config: BootstrapConfig, progress: Progress = _no_pr
     rng = random.Random(config.seed)
     goal_ids = rng.sample(train, config.episodes)
     progress("demonstrations", 0, 4, "episodes")
-    demos = demonstrations.collect(env, goal_ids, config.max_steps, **_played(config))
+    demos = demonstrations.collect(
+        env, goal_ids, _protocol(config, config.max_steps), config.result_choice
+    )
     others = [g for g in train if g not in set(goal_ids)]
     progress("demonstrations", 1, 4, "search drills")
     demos += _drills(env, _some(rng, others, config.search_goals), 1, ("search",), config)

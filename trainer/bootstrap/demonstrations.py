@@ -7,11 +7,11 @@ shows, and a policy trained on that learns to make titles up. Here the demonstra
 - searches the instruction's product description (the text before its options and
   price limit: "i need a vegan pasta sauce with flavor: ...") -> ``search[i need a
   vegan pasta sauce]``;
-- on the results page opens a result: the first (best-ranked) one, or (the default
-  build, ``result_choice="random"``) one drawn per goal and page. The first result is the
+- on the results page opens a result: the first (best-ranked) one (the default build), or
+  (``result_choice="random"``) one drawn per goal and page. The first result is the
   target in about 55 % of test goals and a demonstrator opening it succeeds on about 59 %
-  of them; the default build leaves that choice to reinforcement learning, so that its
-  policy knows the mechanics and RL has the choice to learn (docs/decisions/0030);
+  of them; the random build leaves that choice to reinforcement learning, so that its
+  policy knows the mechanics and RL has the choice to learn (docs/decisions/0030, 0039);
 - on an item page clicks the instruction's option values in order, then buys; on a
   sub-page goes back.
 
@@ -38,8 +38,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.agent import DEFAULT_HISTORY_STEPS, ResultRefs
-from app.core.opening import search_keywords
+from app.core.agent import AgentProtocol
+from app.environments.webshop.opening import search_keywords
 from app.webshop.agents import BUTTONS, goal_option_values
 from app.webshop.env import WebShopEnv
 from app.webshop.goals import Goal
@@ -97,18 +97,14 @@ def fair_action(
 
 
 def episode(
-    env: WebShopEnv,
-    goal_id: int,
-    max_steps: int,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    result_refs: ResultRefs | str = ResultRefs.IDS,
-    result_choice: str = "first",
+    env: WebShopEnv, goal_id: int, protocol: AgentProtocol, result_choice: str = "first"
 ) -> list[Demonstration]:
-    """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt."""
-    played = LocalEpisode(env, goal_id, history_steps, result_refs=result_refs)
+    """The demonstrator's steps on goal ``goal_id``, each rendered as the agent's prompt
+    under ``protocol`` (at most its ``max_steps``)."""
+    played = LocalEpisode(env, goal_id, protocol)
     actions: list[str] = []
     demos: list[Demonstration] = []
-    for _ in range(max_steps):
+    for _ in range(protocol.max_steps):
         page = played.state.available_actions
         action = fair_action(played.session.goal, page, actions, result_choice)
         shown = played.state.shown_action(action)
@@ -121,19 +117,10 @@ def episode(
 
 
 def collect(
-    env: WebShopEnv,
-    goal_ids: Iterable[int],
-    max_steps: int,
-    history_steps: int = DEFAULT_HISTORY_STEPS,
-    result_refs: ResultRefs | str = ResultRefs.IDS,
-    result_choice: str = "first",
+    env: WebShopEnv, goal_ids: Iterable[int], protocol: AgentProtocol, result_choice: str = "first"
 ) -> list[Demonstration]:
     """Demonstrations of every goal in ``goal_ids``."""
-    return [
-        d
-        for g in goal_ids
-        for d in episode(env, g, max_steps, history_steps, result_refs, result_choice)
-    ]
+    return [d for g in goal_ids for d in episode(env, g, protocol, result_choice)]
 
 
 def to_sample(demo: Demonstration, tokenizer: Any) -> Sample:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.agent import DEFAULT_PROTOCOL, ResultRefs
+from app.core.agent import DEFAULT_PROTOCOL, AgentProtocol
 from app.core.intervals import mean_half_width, rate_half_width
 from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
@@ -54,31 +54,25 @@ def evaluate(
     env: WebShopEnv,
     goal_ids: Sequence[int],
     *,
+    protocol: AgentProtocol = DEFAULT_PROTOCOL,
     temperature: float = 0.0,
-    max_steps: int = DEFAULT_PROTOCOL.max_steps,
     max_tokens: int = 32,
     batch_size: int = 25,
     seed: int = 0,
-    history_steps: int = DEFAULT_PROTOCOL.history_steps,
-    constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions,
     start: RolloutStart | str = RolloutStart.SEARCH,
-    result_refs: ResultRefs | str = DEFAULT_PROTOCOL.result_refs,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> EvalResult:
-    """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), with
-    prompts showing the last ``history_steps`` steps; ``constrain_actions`` limits each
-    reply to the page's valid actions, as ``WSRL_AGENT_CONSTRAIN_ACTIONS`` does. The policy
-    plays from ``start`` (:mod:`app.core.opening`); a held-out measure of the task starts
-    at ``search``. ``result_refs``: how the prompts name results, as the policy was trained.
+    """Rewards of ``model`` on ``goal_ids`` (greedy at temperature 0, else sampled), played
+    with ``protocol`` as a worker plays it (its constrained replies limited to the page's
+    valid actions by this process's decoder). The policy plays from ``start``
+    (:mod:`app.environments.webshop.opening`); a held-out measure of the task starts at ``search``.
 
     ``progress(steps, at_most, detail)`` is called after every batch: the episode steps
     played so far and at most how many there will be in all (every unfinished episode
     playing to ``max_steps``; it shrinks as episodes end). Episodes advance together, so
     steps, not finished episodes, are what grows at a steady pace."""
-    episodes = [
-        LocalEpisode(env, g, history_steps, constrain_actions, start=start, result_refs=result_refs)
-        for g in goal_ids
-    ]
+    max_steps = protocol.max_steps
+    episodes = [LocalEpisode(env, g, protocol, start=start) for g in goal_ids]
     steps = 0
     if progress is not None:
         progress(

@@ -2,18 +2,20 @@
 
 The in-process evaluation and the bootstrap's demonstrations step
 :class:`app.webshop.env.WebShopEnv` sessions directly (no HTTP) but prompt and parse
-exactly as the Celery worker does: both go through :class:`app.core.agent.Episode`, and
-both open an episode that starts past the search page with
-:func:`app.core.opening.play_opening`.
+exactly as the Celery worker does: both go through WebShop's episode
+(:class:`app.environments.webshop.agent.WebShopEpisode`), and both open an episode that
+starts past the search page with its opening
+(:func:`app.environments.webshop.opening.play_opening`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.core.agent import DEFAULT_PROTOCOL, Episode, ResultRefs
-from app.core.opening import play_opening
+from app.core.agent import DEFAULT_PROTOCOL, AgentProtocol
 from app.db.lifecycle import RolloutStart
+from app.environments.webshop.agent import WebShopEpisode
+from app.environments.webshop.opening import play_opening
 from app.webshop.env import WebShopEnv
 
 
@@ -29,19 +31,15 @@ class LocalEpisode:
         self,
         env: WebShopEnv,
         goal_id: int,
-        history_steps: int = DEFAULT_PROTOCOL.history_steps,
-        constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions,
+        protocol: AgentProtocol = DEFAULT_PROTOCOL,
         start: RolloutStart | str = RolloutStart.SEARCH,
-        result_refs: ResultRefs | str = DEFAULT_PROTOCOL.result_refs,
     ) -> None:
         self.session = env.new_session(goal_id)
-        self.state = Episode(
+        self.state = WebShopEpisode(
             self.session.instruction_text,
             self.session.observation(),
             self.session.available_actions(),
-            history_steps=history_steps,
-            constrain_actions=constrain_actions,
-            result_refs=ResultRefs(result_refs),
+            protocol,
         )
         self.reward = 0.0
         self.done = False

@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.core.env_client import EnvClient, EnvError
+from app.core.env_client import EnvError
+from app.environments.webshop.client import EnvClient
 
 TOKEN = "s3cret"
 

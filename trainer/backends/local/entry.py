@@ -23,10 +23,11 @@ from typing import Any
 
 from app.config import ServicesNotRunningError, Settings
 from app.core.agent import AgentProtocolMismatch
-from app.core.enqueue import EnqueueError, ensure_goals
+from app.core.enqueue import EnqueueError
 from app.core.env_client import EnvError
 from app.core.preflight import Check, service_checks
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments import get_environment, goals_of
 from trainer.backends import ConfigValue, StartError
 from trainer.checkpoint_protocol import policy_protocol
 from trainer.config import TINY, RunConfig, tiny_policy_path
@@ -61,7 +62,21 @@ def resolved_config(run: RunConfig, given: Mapping[str, str]) -> list[ConfigValu
 
 
 def checks(settings: Settings, run: RunConfig, given: Mapping[str, str]) -> list[Check]:
-    return service_checks(settings, run.schedule.split)
+    return _service_checks(settings, run)
+
+
+def _service_checks(
+    settings: Settings, run: RunConfig, only: set[str] | None = None
+) -> list[Check]:
+    """The preflight of the run's environment: its env server, its goals."""
+    environment = get_environment(run.schedule.environment)
+    return service_checks(
+        settings,
+        run.schedule.split,
+        only=only,
+        environment=environment.name,
+        env_probe=environment.env_probe(settings),
+    )
 
 
 def train(
@@ -103,7 +118,7 @@ def _preflight(settings: Settings, run: RunConfig) -> None:
     to minutes): Postgres and Redis, and the env server when the trainer enqueues. Goals
     may be missing: the trainer loads them from the env server."""
     needed = {"Postgres", "Redis"} | ({"env server"} if run.local.enqueue else set())
-    found = service_checks(settings, run.schedule.split, only=needed)
+    found = _service_checks(settings, run, only=needed)
     if not all(c.ok for c in found):
         raise StartError("the preflight failed: fix the above (wsrl doctor re-checks)", found)
 
@@ -127,14 +142,16 @@ def _check_bootstrap_settings(settings: Settings, model_path: Path | None) -> No
         raise StartError(str(exc)) from exc
 
 
-def _sync_goals(settings: Settings, split: str, echo: Callable[[str], None]) -> None:
-    """Load the env server's goals into Postgres when the split has none yet."""
+def _sync_goals(
+    settings: Settings, environment: str, split: str, echo: Callable[[str], None]
+) -> None:
+    """Load the environment's goals into Postgres when the split has none of them yet."""
     engine = make_engine(settings)
     try:
         with session_scope(make_sessionmaker(engine)) as session:
-            added = ensure_goals(session, settings, split)
+            added = goals_of(session, settings, get_environment(environment), split)
         if added:
-            echo(f"loaded {added} goals from {settings.env_url}")
+            echo(f"loaded {added} {environment} goals")
     except EnqueueError as exc:
         raise StartError(f"{exc}; use --split") from exc
     except EnvError as exc:
@@ -152,7 +169,7 @@ def _run(settings: Settings, model_path: Path, run: RunConfig, echo: Callable[[s
     except ValueError as exc:
         raise StartError(str(exc)) from exc
     if run.local.enqueue:
-        _sync_goals(settings, run.schedule.split, echo)
+        _sync_goals(settings, run.schedule.environment, run.schedule.split, echo)
     options = LoopOptions(
         checkpoint_dir=run.local.checkpoint_dir or default_checkpoint_dir(settings),
         poll_s=run.local.poll_s,

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from app.core.preflight import Check, check, service_checks
+from app.environments import WEBSHOP
 from trainer.backends.verl.config import agent_protocol_of, check_checkpoint_disk
 from trainer.models import KNOWN_MODELS, resolve_model
 
@@ -156,5 +157,10 @@ def verl_checks(settings: Any, config: DictConfig, config_name: str) -> list[Che
         model_check(str(config.actor_rollout_ref.model.path)),
         disk_check(config),
         settings_check(settings, config, config_name),
-        *service_checks(settings, str(config.webshop.goal_split)),
+        *service_checks(
+            settings,
+            str(config.webshop.goal_split),
+            environment=WEBSHOP.name,
+            env_probe=WEBSHOP.env_probe(settings),
+        ),
     ]

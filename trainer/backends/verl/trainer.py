@@ -48,9 +48,9 @@ from verl.trainer.ppo.reward import extract_reward
 from verl.utils.config import omega_conf_to_dataclass
 
 from app.config import Settings
-from app.core.enqueue import ensure_goals
 from app.core.redis_client import connect_redis
 from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments.webshop.goals import ensure_goals
 from trainer.advantages import rollout_advantages
 from trainer.backends.verl.config import (
     agent_protocol_of,

@@ -1,41 +1,41 @@
 """The worker's player: one episode as a loop of LLM call -> action -> env step, over HTTP.
 
-The prompt, the reply grammar and the history are the agent protocol's
-(:class:`app.core.agent.Episode`), shared with the trainer's in-process players. This
+The prompt, the reply grammar and the history are the environment's episode's
+(:class:`app.core.agent.Episode`, WebShop's by default), shared with the trainer's
+in-process players. This
 module adds what only a worker does: the env server over HTTP, the LLM client, and a
 recorder that gets every step and LLM call as it happens. A reply without a usable
 action is a step with ``valid=False`` and no env call; the episode goes on. ``max_steps``
 without buying ends it with reward 0.
 
 A rollout's ``start`` other than ``search`` first plays its opening
-(:mod:`app.core.opening`): scripted steps recorded like any step but without an LLM call
-(``info.opening`` is true, logged as ``[STEP] ... (opening)``), outside ``max_steps``.
+(:mod:`app.environments.webshop.opening`): scripted steps recorded like any step but
+without an LLM call (``info.opening`` is true, logged as ``[STEP] ... (opening)``), outside
+``max_steps``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.core.agent import (
     DEFAULT_PROTOCOL,
     LOG_OBSERVATION_CHARS,
-    TOOLS,
-    AgentMode,
+    OPENING_INFO,
+    AgentProtocol,
     Episode,
     EpisodeResult,
-    ResultRefs,
     StepRecord,
     one_line,
     reply_summary,
 )
-from app.core.env_client import EnvClient, EnvError
+from app.core.env_client import EnvError, EnvServer
 from app.core.llm import LLMCall, Sampling
-from app.core.opening import OPENING_INFO, play_opening
 from app.db.lifecycle import RolloutStart
-from app.webshop.success import is_success
-from workers.llm import LLMClient
+from app.environments import WEBSHOP, Environment
+from workers.llm_client import LLMClient
 
 logger = logging.getLogger(__name__)
 
@@ -56,39 +56,32 @@ def _emit(recorder: EpisodeRecorder, line: str) -> None:
 
 
 def run_episode(
-    env: EnvClient,
+    env: EnvServer,
     llm: LLMClient,
     goal_id: int,
     recorder: EpisodeRecorder,
     *,
-    max_steps: int = DEFAULT_PROTOCOL.max_steps,
-    mode: AgentMode | str = DEFAULT_PROTOCOL.mode,
+    protocol: AgentProtocol = DEFAULT_PROTOCOL,
+    environment: Environment = WEBSHOP,
+    goal_spec: dict[str, Any] | None = None,
+    instruction: str = "",
     sampling: Sampling | None = None,
-    history_steps: int = DEFAULT_PROTOCOL.history_steps,
-    constrain_actions: bool = DEFAULT_PROTOCOL.constrain_actions,
-    result_refs: ResultRefs | str = DEFAULT_PROTOCOL.result_refs,
     start: RolloutStart | str = RolloutStart.SEARCH,
     worker: str = "-",
     rollout: str = "-",
 ) -> EpisodeResult:
     """Play one episode on ``goal_id`` and report every step and LLM call as it happens.
 
-    The policy plays from ``start`` (see :mod:`app.core.opening`), at most ``max_steps``
-    steps of its own after the opening's. LLM and env failures
-    (:class:`workers.llm.LLMError`, :class:`EnvError`) propagate: the caller fails the
+    The policy plays ``environment``'s episode by ``protocol`` from ``start`` (its
+    opening), at most
+    ``protocol.max_steps`` steps of its own after the opening's. LLM and env failures
+    (:class:`workers.llm_client.LLMError`, :class:`EnvError`) propagate: the caller fails the
     attempt with their reason. The env session is closed either way.
     """
-    mode = AgentMode(mode)
     started = time.monotonic()
-    session = env.create_session(goal_id)
-    episode = Episode(
-        session.instruction,
-        session.observation,
-        session.available_actions,
-        history_steps=history_steps,
-        mode=mode,
-        constrain_actions=constrain_actions,
-        result_refs=ResultRefs(result_refs),
+    session = environment.open_session(env, goal_id, goal_spec, instruction)
+    episode = environment.episode(
+        session.instruction or instruction, session.observation, session.available_actions, protocol
     )
     _emit(recorder, f"[TASK] {worker} {rollout} {episode.instruction}")
     steps: list[StepRecord] = []
@@ -128,11 +121,11 @@ def run_episode(
         return step.valid
 
     try:
-        play_opening(episode, start, opening_step)
-        for _ in range(max_steps):
+        environment.opening(episode, start, opening_step)
+        for _ in range(protocol.max_steps):
             call = llm.chat(
                 episode.messages(),
-                tools=TOOLS if mode == AgentMode.TOOLS else None,
+                tools=episode.tools(),
                 sampling=sampling,
                 structured_outputs=episode.structured_outputs(),
             )
@@ -150,7 +143,8 @@ def run_episode(
             logger.warning("could not close env session %s: %s", session.session_id, exc)
     done = last is not None and last.done
     reward = last.reward if done and last is not None else 0.0
-    verdict = "SUCCESS" if is_success(reward) else "FAIL"
+    success = episode.success(reward)
+    verdict = "SUCCESS" if success else "FAIL"
     _emit(recorder, f"[DONE] {reward:.4g} {len(steps)} {verdict}")
     return EpisodeResult(
         goal_id=goal_id,
@@ -166,12 +160,13 @@ def run_episode(
         policy_versions=(min(versions), max(versions)) if versions else None,
         reward_parts=last.info.get("reward_parts") if done and last is not None else None,
         duration_s=time.monotonic() - started,
+        success=success,
         steps=steps,
     )
 
 
 def _take_step(
-    env: EnvClient, session_id: str, index: int, call: LLMCall, episode: Episode
+    env: EnvServer, session_id: str, index: int, call: LLMCall, episode: Episode
 ) -> StepRecord:
     """Turn one reply into a step: no env call when the reply holds no usable action."""
     action, invalid = episode.action(call)
@@ -195,7 +190,7 @@ def _take_step(
 
 
 def _env_step(
-    env: EnvClient, session_id: str, index: int, action: str, *, reply: str, call: LLMCall | None
+    env: EnvServer, session_id: str, index: int, action: str, *, reply: str, call: LLMCall | None
 ) -> StepRecord:
     """Step the env with ``action``; ``call`` is the reply's LLM call (None: scripted)."""
     env_started = time.monotonic()

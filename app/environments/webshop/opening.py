@@ -1,4 +1,4 @@
-"""Episode openings: scripted first steps that put the policy on a later page.
+"""WebShop's episode openings: scripted first steps that put the policy on a later page.
 
 A rollout's ``start`` (:class:`app.db.lifecycle.RolloutStart`) says where the policy
 begins to play:
@@ -30,12 +30,11 @@ from collections.abc import Callable
 from typing import Any
 
 from app.core.agent import Episode
-from app.db.lifecycle import RolloutStart
-
-START_VALUES = tuple(start.value for start in RolloutStart)
+from app.db.lifecycle import RolloutStart, parse_start
 
 # The clickables of a page that are navigation, not products (the env's buttons; the
-# env package is not ours to import here). "search" is the search bar's own clickable.
+# agent side reads pages as a client, not through the env server's package). "search" is
+# the search bar's own clickable.
 NAVIGATION = frozenset(
     {
         "search",
@@ -48,8 +47,6 @@ NAVIGATION = frozenset(
         "buy now",
     }
 )
-# Marks an opening step's ``info`` (steps rows), so it is never mistaken for policy output.
-OPENING_INFO = {"opening": True}
 
 # Where an instruction's product description ends: its options or its price limit.
 _DESCRIPTION_END = re.compile(r",? with |,? and price |,? price lower ")
@@ -60,23 +57,6 @@ def search_keywords(instruction: str) -> str:
     text = " ".join(instruction.lower().replace("[", " ").replace("]", " ").split())
     match = _DESCRIPTION_END.search(text)
     return (text[: match.start()] if match and match.start() > 0 else text).strip()
-
-
-def parse_start(value: str | RolloutStart) -> RolloutStart:
-    """``value`` as a :class:`RolloutStart`; a ``ValueError`` naming the allowed values."""
-    try:
-        return RolloutStart(value)
-    except ValueError:
-        allowed = ", ".join(repr(v) for v in START_VALUES)
-        raise ValueError(f"start must be one of {allowed}, got {value!r}") from None
-
-
-def parse_starts(text: str) -> tuple[str, ...]:
-    """A comma list of starts (``"search,item"``), validated; duplicates dropped, order kept."""
-    starts = [part.strip() for part in text.split(",") if part.strip()]
-    if not starts:
-        raise ValueError(f"give at least one start of {', '.join(START_VALUES)}, got {text!r}")
-    return tuple(dict.fromkeys(parse_start(start).value for start in starts))
 
 
 def first_product(available_actions: dict[str, Any]) -> str | None:

@@ -1,0 +1,127 @@
+"""A second environment through the whole pipeline: BabyAI, served over AgentGym's protocol
+by ``wsrl env babyai``, played by a Celery worker process against the local trainer's
+policy server, recorded in Postgres and trained on, exactly as WebShop is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.processes import babyai_server, celery_worker
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.core.endpoint import read_endpoint
+from app.db.lifecycle import RolloutStatus
+from app.db.models import Goal, LlmCall, Rollout, Step, TrainStep
+from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.environments import BABYAI_GOAL_IDS, ENVIRONMENTS, goals_of
+from trainer.backends.local.run import start_local_run
+from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
+from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
+from trainer.loop import LoopOptions
+
+pytestmark = pytest.mark.slow
+
+VERBS = ("turn left", "turn right", "move forward", "go to ", "pickup ", "drop", "toggle",
+         "go through ")  # fmt: skip
+
+# Words of BabyAI's prompts, for a tokenizer of random tiny weights.
+TEXTS = [
+    "You see: red ball 1, 2 steps ahead and 1 step to your left; grey key 1, 3 steps "
+    "ahead. Ahead of you: 4 steps free, then a wall. You are carrying nothing.",
+    "Available actions: turn left turn right move forward go to red ball 1 pickup blue "
+    "box 2 toggle drop go through open door check available actions",
+    "Instruction: go to the purple key. Previous steps: none, this is the first step.",
+] * 40
+
+
+@pytest.fixture
+def sessions(fresh_settings: Settings) -> Iterator:
+    engine = make_engine(fresh_settings)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def babyai_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-babyai")
+    tokenizer = train_tokenizer(TEXTS, 400)
+    size = TinySize(400, 32, 2, 2, 64, max_positions=4096)
+    build_model(tokenizer, size, seed=0).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_the_tiny_pipeline_trains_on_babyai(
+    fresh_settings: Settings, sessions, babyai_checkpoint: Path, tmp_path: Path
+) -> None:
+    server = babyai_server(tmp_path, fresh_settings).start()
+    settings = fresh_settings.model_copy(
+        update={
+            "babyai_url": server.url,
+            "max_steps": 3,
+            "llm_max_tokens": 12,
+            "agent_constrain_actions": True,
+        }
+    )
+    worker = None
+    trainer = None
+    try:
+        with session_scope(sessions) as session:
+            added = goals_of(session, settings, ENVIRONMENTS["babyai"], "train")
+            assert added == 800  # 8 levels x 100 seeds, both splits
+            assert goals_of(session, settings, ENVIRONMENTS["babyai"], "train") == 0
+        worker = celery_worker(tmp_path, settings, concurrency=8, name="babyai").start()
+        config = TrainerConfig(
+            group_size=4, batch_groups=2, max_staleness=1, lr=1e-3, skip_zero_variance=False
+        )
+        run = RunConfig(
+            algorithm=config,
+            sampling=Sampling(temperature=1.0, max_tokens=12),
+            schedule=Schedule(environment="babyai", split="train"),
+        )
+        options = LoopOptions(checkpoint_dir=tmp_path / "ckpt", poll_s=0.2)
+        trainer = start_local_run(settings, run, babyai_checkpoint, options)
+        results = trainer.loop.run(steps=2, wait_timeout_s=240)
+        assert [r.version for r in results] == [1, 2], worker.tail()
+        assert read_endpoint(trainer.redis).version == 2
+        with session_scope(sessions) as session:
+            trained = session.execute(
+                select(Rollout.goal_id, Rollout.reward, Rollout.success, Rollout.train_step).where(
+                    Rollout.train_step.is_not(None)
+                )
+            ).all()
+            environments = set(
+                session.scalars(
+                    select(Goal.environment).where(Goal.id.in_([r.goal_id for r in trained]))
+                )
+            )
+            actions = set(session.scalars(select(Step.action).where(Step.valid)))
+            calls = session.scalar(
+                select(func.count())
+                .select_from(LlmCall)
+                .where(LlmCall.response_token_ids.is_not(None))
+            )
+            failed = session.scalar(
+                select(func.count()).where(Rollout.status == RolloutStatus.FAILED)
+            )
+            steps = session.scalars(select(TrainStep.step).order_by(TrainStep.step)).all()
+            metrics = dict(session.execute(select(TrainStep.step, TrainStep.metrics)).all())
+        assert environments == {"babyai"}
+        assert all(r.goal_id >= BABYAI_GOAL_IDS for r in trained)
+        assert len(trained) == 2 * 2 * 4  # two steps of two groups of four
+        assert all(r.reward is not None and r.success == (r.reward > 0) for r in trained)
+        # Replies limited to the listed actions: every step is one of BabyAI's.
+        assert actions and all(a.startswith(VERBS) for a in actions), actions
+        assert calls and failed == 0 and steps == [1, 2]
+        for step in steps:  # the step's success is BabyAI's (reward > 0), not WebShop's
+            mine = [r.success for r in trained if r.train_step == step]
+            assert metrics[step]["reward/success"] == pytest.approx(sum(mine) / len(mine))
+    finally:
+        if trainer is not None:
+            trainer.close()
+        if worker is not None:
+            worker.stop()
+        server.stop()

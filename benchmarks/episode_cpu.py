@@ -19,9 +19,11 @@ rollout benchmark: runs of the same code within half an hour on one VM spread by
 
 The database comes from the settings (``WSRL_DATABASE_URL`` or the embedded server): a
 database ``wsrl_episode_<hex>`` is created on its server and dropped at the end, unless
-``--database-url`` names one to use as it is (migrated to head first). No message goes to
-Redis: the rollouts are enqueued through Celery's in-memory transport, and Redis serves
-only the worker's log lines and endpoint record, as in a worker.
+``--database-url`` names one to use as it is (migrated to head first). Redis is a server
+of the benchmark's own (embedded, on a free port), so a policy published in the configured
+Redis is neither played nor touched. No message goes to Redis: the rollouts are enqueued
+through Celery's in-memory transport, and Redis serves only the worker's log lines and
+endpoint record, as in a worker.
 """
 
 from __future__ import annotations
@@ -43,11 +45,14 @@ from helpers.databases import scratch_database  # noqa: E402
 from helpers.processes import env_server, scripted_llm, set_llm_fault  # noqa: E402
 
 from app.config import Settings, get_settings  # noqa: E402
-from app.core.enqueue import enqueue_rollouts, sync_goals  # noqa: E402
-from app.core.env_client import EnvClient  # noqa: E402
+from app.core.enqueue import enqueue_rollouts  # noqa: E402
 from app.db import migrate  # noqa: E402
 from app.db.models import Goal  # noqa: E402
 from app.db.session import make_engine, make_sessionmaker, session_scope  # noqa: E402
+from app.embedded.ports import free_port  # noqa: E402
+from app.embedded.redis import EmbeddedRedis  # noqa: E402
+from app.environments.webshop.client import EnvClient  # noqa: E402
+from app.environments.webshop.goals import sync_goals  # noqa: E402
 from workers.rollout import Outcome, execute_rollout  # noqa: E402
 from workers.runtime import WorkerRuntime  # noqa: E402
 
@@ -82,10 +87,13 @@ def main(argv: list[str] | None = None) -> None:
         )
         migrate.upgrade(database_url)
         log_dir = Path(tempfile.mkdtemp(prefix="wsrl-episode-"))
+        redis_server = EmbeddedRedis(log_dir / "redis")
+        redis_url = redis_server.start(free_port())
+        stack.callback(redis_server.stop)
         settings = Settings(
             _env_file=None,
             database_url=database_url,
-            redis_url=base.resolved_redis_url(),
+            redis_url=redis_url,
             data_dir=base.data_dir,
             max_steps=args.steps,
             step_timeout_s=30.0,

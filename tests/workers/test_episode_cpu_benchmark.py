@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import redis
 from sqlalchemy import create_engine, func, select
 
+from app.core.agent import AgentMode, AgentProtocol
+from app.core.endpoint import PolicyEndpoint, publish_endpoint, read_endpoint
 from app.db.models import LlmCall, Rollout, Step
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "episode_cpu.py"
@@ -19,7 +22,19 @@ def test_episodes_are_played_in_full_at_each_latency(
 ) -> None:
     """Two latencies, one warm-up and two measured episodes each: every rollout succeeds
     with its ten steps and calls written, and an episode at 20 ms a call takes at least its
-    ten calls' 200 ms."""
+    ten calls' 200 ms.
+
+    The configured Redis already holds another policy's publication (as a live stack's
+    does, or an earlier test's in this session's db): the benchmark neither plays it nor
+    touches it."""
+    live = PolicyEndpoint(
+        base_url="http://127.0.0.1:9/v1",
+        model="someone-elses-policy",
+        version=3,
+        protocol=AgentProtocol(AgentMode.TEXT, 1, True, 15),
+    )
+    client = redis.Redis.from_url(redis_url)
+    publish_endpoint(client, live)
     result = subprocess.run(
         [
             sys.executable,
@@ -33,6 +48,8 @@ def test_episodes_are_played_in_full_at_each_latency(
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert read_endpoint(client) == live
+    client.close()
     rows = [line.split() for line in result.stdout.splitlines()[-2:]]
     assert [row[0] for row in rows] == ["0", "20"]
     cpu_ms = [float(row[1]) for row in rows]

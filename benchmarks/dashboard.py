@@ -39,13 +39,16 @@ EPISODES_WITH_STEPS = 2_000
 
 FILL = [
     """
-    INSERT INTO goals (id, split, instruction, asin, name, attributes, goal_options, price_upper)
+    INSERT INTO goals (id, split, instruction, spec)
     SELECT g, CASE WHEN g < 500 THEN 'test' ELSE 'train' END,
            'i need a ' || (ARRAY['blue','red','black','white'])[1 + g % 4] || ' '
            || (ARRAY['cotton shirt','running shoes','phone case','desk lamp'])[1 + g / 4 % 4]
            || ' number ' || g || ', and price lower than ' || (20 + g % 80) || '.00 dollars',
-           'B' || lpad(g::text, 9, '0'), 'product ' || g, ARRAY['soft', 'long lasting'],
-           jsonb_build_object('color', 'blue', 'size', 'large'), 20 + g % 80
+           jsonb_build_object(
+               'asin', 'B' || lpad(g::text, 9, '0'), 'name', 'product ' || g,
+               'attributes', jsonb_build_array('soft', 'long lasting'),
+               'goal_options', jsonb_build_object('color', 'blue', 'size', 'large'),
+               'price_upper', 20 + g % 80)
     FROM generate_series(0, 11999) AS g
     """,
     """

@@ -46,7 +46,7 @@ OBSERVATION = (
 def _seed_rollouts(engine: Engine, rollouts: int) -> list[tuple[uuid.UUID, int]]:
     """One goal, ``rollouts`` succeeded rollouts in groups of 8, one attempt each."""
     with session_scope(engine) as session:
-        session.add(Goal(id=0, split="train", instruction="find a shirt", asin="B0"))
+        session.add(Goal(id=0, split="train", instruction="find a shirt", spec={"asin": "B0"}))
         session.flush()
         rows = [
             {

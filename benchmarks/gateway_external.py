@@ -55,7 +55,7 @@ def _seed_attempt(database_url: str) -> uuid.UUID:
     engine = create_engine(database_url)
     rollout_id = uuid.uuid4()
     with session_scope(engine) as session:
-        session.add(Goal(id=10**9, split="test", instruction="benchmark", asin="B0"))
+        session.add(Goal(id=10**9, split="test", instruction="benchmark", spec={"asin": "B0"}))
         session.flush()
         session.add(
             Rollout(

@@ -98,7 +98,7 @@ def _seed_attempt(database_url: str) -> tuple[uuid.UUID, int]:
     engine = create_engine(database_url)
     rollout_id = uuid.uuid4()
     with session_scope(engine) as session:
-        session.add(Goal(id=0, split="test", instruction="find blue shoes", asin="B0"))
+        session.add(Goal(id=0, split="test", instruction="find blue shoes", spec={"asin": "B0"}))
         session.flush()
         session.add(
             Rollout(

@@ -41,7 +41,7 @@ PHASES = ("wait", "batch", "update", "checkpoint", "commit", "sync", "publish", 
 def insert_groups(sessions, args: argparse.Namespace, vocab: int) -> None:
     """Complete groups at version 0; rewards vary within a group so advantages are not 0."""
     with session_scope(sessions) as session:
-        session.add(Goal(id=1, split="train", instruction="bench", asin="B0"))
+        session.add(Goal(id=1, split="train", instruction="bench", spec={"asin": "B0"}))
         session.flush()
         for g in range(args.steps * args.groups):
             group = uuid.uuid4()

@@ -34,7 +34,7 @@ def test_redis_db_is_claimed_and_not_db_0(redis_url: str) -> None:
 
 
 def test_db_session_commit_is_rolled_back_after_the_test(db_session: Session) -> None:
-    db_session.add(Goal(id=987_654_321, split="test", instruction="probe", asin="P"))
+    db_session.add(Goal(id=987_654_321, split="test", instruction="probe", spec={"asin": "P"}))
     db_session.commit()
     assert db_session.get(Goal, 987_654_321) is not None
 

@@ -75,10 +75,11 @@ def _now() -> Mapped[datetime]:
 
 
 class Goal(Base):
-    """One task of an environment. A WebShop goal's ``id`` is the env's goal index (=
-    AgentGym session id) and its fields are columns; another environment's goal keeps its
-    own fields in ``spec`` (:data:`app.environments.ENVIRONMENTS` says how its ids and
-    spec are made)."""
+    """One task of an environment. What every environment's goal has is a column; its own
+    fields are its ``spec``, written and validated by its environment
+    (:data:`app.environments.ENVIRONMENTS`; WebShop's id is the env's goal index, its spec
+    the product's asin, attributes, options and price limit). The view ``webshop_goals``
+    gives WebShop's spec as columns."""
 
     __tablename__ = "goals"
 
@@ -87,15 +88,7 @@ class Goal(Base):
     spec: Mapped[dict[str, Any] | None] = mapped_column(JsonOrNull)
     split: Mapped[str] = mapped_column(Text, index=True)
     instruction: Mapped[str] = mapped_column(Text)
-    asin: Mapped[str | None] = mapped_column(Text, index=True)
-    name: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(Text)
-    product_category: Mapped[str | None] = mapped_column(Text)
-    query: Mapped[str | None] = mapped_column(Text)
-    attributes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
-    # dict (option name -> value) for synthetic goals, list of values for human ones.
-    goal_options: Mapped[Any] = mapped_column(JSONB, server_default="{}")
-    price_upper: Mapped[float | None] = mapped_column(Float)
     weight: Mapped[float] = mapped_column(Float, server_default="1")
     source: Mapped[GoalSource] = mapped_column(
         _state(GoalSource, "source"), server_default=GoalSource.SYNTHETIC.value

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -31,10 +32,11 @@ from app.db.lifecycle import GoalSource, RolloutStart, parse_start
 from app.db.models import Goal
 from app.environments.agentgym import AgentGymClient
 from app.environments.babyai.agent import BabyAIEpisode
+from app.environments.spec import validated_spec
 from app.environments.webshop.agent import WebShopEpisode
 from app.environments.webshop.client import EnvClient
 from app.environments.webshop.client import probe as webshop_probe
-from app.environments.webshop.goals import ensure_goals
+from app.environments.webshop.goals import WebShopGoalSpec, ensure_goals
 from app.environments.webshop.opening import play_opening as webshop_opening
 
 # BabyAI's goal rows take ids from here on (id = BABYAI_GOAL_IDS + data_idx): goal ids are
@@ -44,6 +46,17 @@ BABYAI_GOAL_IDS = 100_000_000
 
 class UnknownEnvironmentError(ValueError):
     """A name that is not in :data:`ENVIRONMENTS`."""
+
+
+class BabyAIGoalSpec(BaseModel):
+    """A BabyAI goal's own fields: AgentGym's ``data_idx`` and the level and seed it
+    stands for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_idx: int = Field(ge=0)
+    level: str
+    seed: int = Field(ge=0)
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class Environment:
     """Its own check of its server (else: a GET of :attr:`health` answering 200)."""
     openings: bool = True
     """Whether starts other than ``search`` mean anything here (:func:`no_opening`)."""
+    goal_spec: type[BaseModel] | None = None
+    """What its goals' ``spec`` holds; :meth:`spec` validates one."""
     goal_rows: Callable[[], list[dict[str, Any]]] | None = None
     """Its goals as ``goals`` rows, where its server does not list them (else None: they
     are loaded from the server, :func:`app.core.enqueue.sync_goals`)."""
@@ -104,6 +119,13 @@ class Environment:
 
         return probe, fix
 
+    def spec(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``data`` validated as this environment's goal spec (None where it has none);
+        raises :class:`ValueError` naming what is wrong."""
+        if self.goal_spec is None:
+            return None
+        return validated_spec(self.goal_spec, data or {}, f"not a {self.name} goal spec")
+
     def episode(
         self,
         instruction: str,
@@ -130,7 +152,9 @@ def _babyai_goal_rows() -> list[dict[str, Any]]:
         {
             "id": BABYAI_GOAL_IDS + goal.data_idx,
             "environment": "babyai",
-            "spec": {"data_idx": goal.data_idx, "level": goal.level, "seed": goal.seed},
+            "spec": BabyAIGoalSpec(
+                data_idx=goal.data_idx, level=goal.level, seed=goal.seed
+            ).model_dump(),
             "split": goal.split,
             "instruction": goal.mission,
             "category": goal.level,
@@ -144,8 +168,8 @@ def _babyai_goal_rows() -> list[dict[str, Any]]:
 def _babyai_session(
     client: AgentGymClient, goal_id: int, spec: dict[str, Any] | None, instruction: str
 ) -> EnvSession:
-    data_idx = (spec or {}).get("data_idx", goal_id - BABYAI_GOAL_IDS)
-    return client.create_session(int(data_idx), instruction)
+    data_idx = BabyAIGoalSpec.model_validate(spec).data_idx if spec else goal_id - BABYAI_GOAL_IDS
+    return client.create_session(data_idx, instruction)
 
 
 ENVIRONMENTS: dict[str, Environment] = {
@@ -159,6 +183,7 @@ ENVIRONMENTS: dict[str, Environment] = {
         open_session=lambda client, goal_id, spec, instruction: client.create_session(goal_id),
         probe=webshop_probe,
         compose=", or the webshop Compose service",
+        goal_spec=WebShopGoalSpec,
     ),
     "babyai": Environment(
         name="babyai",
@@ -172,6 +197,7 @@ ENVIRONMENTS: dict[str, Environment] = {
         serve=("env", "babyai"),
         health="/",
         openings=False,
+        goal_spec=BabyAIGoalSpec,
         goal_rows=_babyai_goal_rows,
     ),
 }
@@ -194,4 +220,5 @@ def goals_of(session: Session, settings: Settings, environment: Environment, spl
     known = select(Goal.id).where(Goal.environment == environment.name, Goal.split == split)
     if session.scalar(known.limit(1)) is not None:
         return 0
-    return insert_goals(session, environment.goal_rows())
+    rows = [{**row, "spec": environment.spec(row.get("spec"))} for row in environment.goal_rows()]
+    return insert_goals(session, rows)

@@ -1,4 +1,4 @@
-"""The goal set as a verl-style RL dataset: one row per goal with the agent's first prompt.
+"""WebShop's goals as a verl-style RL dataset: one row per goal with the agent's first prompt.
 
 Each record::
 
@@ -44,6 +44,8 @@ def first_prompt(instruction: str) -> list[dict[str, str]]:
 
 
 def goal_record(goal: Any, index: int) -> dict[str, Any]:
+    """The record of a WebShop goal row (id, split, instruction, spec)."""
+    spec = goal.spec or {}
     return {
         "data_source": DATA_SOURCE,
         "prompt": first_prompt(goal.instruction),
@@ -51,10 +53,10 @@ def goal_record(goal: Any, index: int) -> dict[str, Any]:
         "reward_model": {
             "style": "rule",
             "ground_truth": {
-                "asin": goal.asin,
-                "attributes": list(goal.attributes or []),
-                "goal_options": json.dumps(goal.goal_options, sort_keys=True),
-                "price_upper": goal.price_upper,
+                "asin": spec.get("asin"),
+                "attributes": list(spec.get("attributes") or []),
+                "goal_options": json.dumps(spec.get("goal_options") or {}, sort_keys=True),
+                "price_upper": spec.get("price_upper"),
             },
         },
         "extra_info": {
@@ -67,10 +69,11 @@ def goal_record(goal: Any, index: int) -> dict[str, Any]:
 
 
 def _goals_query(split: str | None) -> Select:
-    query = select(
-        Goal.id, Goal.split, Goal.instruction, Goal.asin, Goal.attributes,
-        Goal.goal_options, Goal.price_upper,
-    ).order_by(Goal.split, Goal.id)  # fmt: skip
+    query = (
+        select(Goal.id, Goal.split, Goal.instruction, Goal.spec)
+        .where(Goal.environment == DATA_SOURCE)
+        .order_by(Goal.split, Goal.id)
+    )
     return query if split is None else query.where(Goal.split == split)
 
 

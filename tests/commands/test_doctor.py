@@ -100,8 +100,8 @@ def test_goals_absent_then_present(
     with session_scope(engine) as session:
         session.add(
             Goal(
-                id=1, split="test", asin="B0", instruction="i", attributes=[], goal_options={},
-                weight=1.0, source="synthetic",
+                id=1, split="test", spec={"asin": "B0"}, instruction="i", weight=1.0,
+                source="synthetic",
             )
         )  # fmt: skip
     engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -21,7 +22,7 @@ from app.db.lifecycle import AttemptStatus, RolloutMode, RolloutStart, RolloutSt
 from app.db.models import Attempt, Base, Goal, LlmCall, Rollout, Step
 
 TABLES = {"goals", "rollouts", "attempts", "steps", "llm_calls", "policy_versions", "train_steps"}
-VIEWS = {"trajectories", "policy_performance"}
+VIEWS = {"trajectories", "policy_performance", "webshop_goals"}
 
 
 def _schema_diff(url: str) -> list:
@@ -141,7 +142,7 @@ def test_downgrade_below_0010_refuses_while_another_environments_goals_exist(
     engine = create_engine(url, poolclass=pool.NullPool)
     try:
         with Session(engine) as session, session.begin():
-            _goal(session, asin=None, environment="babyai", spec={"data_idx": 3})
+            _goal(session, environment="babyai", spec={"data_idx": 3})
         with pytest.raises(RuntimeError, match="1 goals belong to another environment"):
             migrate.downgrade(url, "0009")
         assert migrate.current_revision(url) == migrate.head_revision()
@@ -151,6 +152,87 @@ def test_downgrade_below_0010_refuses_while_another_environments_goals_exist(
         assert migrate.current_revision(url) == "0009"
     finally:
         engine.dispose()
+
+
+WEBSHOP_COLUMNS = (
+    "id, split, instruction, asin, name, category, product_category, query, attributes, "
+    "goal_options, price_upper, weight, source"
+)
+
+
+def test_0011_moves_webshop_goal_fields_into_the_spec_and_the_view_gives_them_back(
+    make_database: Callable[[], str],
+) -> None:
+    """Rows written before 0011 keep every value: in the spec after the upgrade (NULLs left
+    out), as columns in ``webshop_goals`` with their old types, and as columns again after
+    a downgrade."""
+    url = make_database()
+    migrate.upgrade(url, "0010")
+    engine = create_engine(url, poolclass=pool.NullPool)
+    rows = [
+        (1, "test", "i need a blue shirt", "B01", "a shirt", "fashion", "shirts", "blue shirt",
+         ["blue", "cotton"], {"color": "blue"}, 30.0, 1.0, "synthetic"),
+        (2, "train", "a mug", "B02", None, None, None, None, [], ["large"], None, 0.5, "human"),
+    ]  # fmt: skip
+    try:
+        with engine.begin() as conn:
+            for row in rows:
+                conn.execute(
+                    text(
+                        f"INSERT INTO goals ({WEBSHOP_COLUMNS}) VALUES (:id, :split, "
+                        ":instruction, :asin, :name, :category, :product_category, :query, "
+                        ":attributes, CAST(:goal_options AS jsonb), :price_upper, :weight, "
+                        ":source)"
+                    ),
+                    dict(zip(WEBSHOP_COLUMNS.split(", "), row, strict=True))
+                    | {"goal_options": json.dumps(row[9])},
+                )
+        migrate.upgrade(url)
+        with engine.connect() as conn:
+            specs = dict(conn.execute(text("SELECT id, spec FROM goals ORDER BY id")).all())
+            view = conn.execute(text(f"SELECT {WEBSHOP_COLUMNS} FROM webshop_goals ORDER BY id"))
+            assert [tuple(r) for r in view] == rows
+        assert specs == {
+            1: {"asin": "B01", "name": "a shirt", "product_category": "shirts",
+                "query": "blue shirt", "attributes": ["blue", "cotton"],
+                "goal_options": {"color": "blue"}, "price_upper": 30.0},
+            2: {"asin": "B02", "attributes": [], "goal_options": ["large"]},
+        }  # fmt: skip
+        assert "asin" not in {c["name"] for c in inspect(engine).get_columns("goals")}
+        migrate.downgrade(url, "0010")
+        with engine.connect() as conn:
+            back = conn.execute(text(f"SELECT {WEBSHOP_COLUMNS} FROM goals ORDER BY id"))
+            assert [tuple(r) for r in back] == rows
+            assert conn.scalar(text("SELECT count(*) FROM goals WHERE spec IS NOT NULL")) == 0
+    finally:
+        engine.dispose()
+
+
+def test_a_webshop_goal_spec_is_validated_where_it_is_written() -> None:
+    from app.environments import ENVIRONMENTS, get_environment
+    from app.environments.webshop.goals import _goal_row
+
+    row = _goal_row({"id": 7, "split": "test", "instruction": "x", "asin": "B7",
+                     "goal_options": None, "attributes": ["a"], "weight": 2})  # fmt: skip
+    assert row["spec"] == {"asin": "B7", "attributes": ["a"], "goal_options": {}}
+    assert row["environment"] == "webshop" and row["weight"] == 2.0
+    wrong = [
+        (lambda: _goal_row({"id": 8, "split": "test", "instruction": "x"}),
+         "goal 8: not a WebShop goal: asin: field required"),
+        (lambda: _goal_row({"id": 9, "split": "t", "instruction": "x", "asin": "B",
+                            "price_upper": "?"}),
+         "goal 9: not a WebShop goal: price_upper: input should be a valid number, unable to "
+         "parse string as a number"),
+        (lambda: get_environment("babyai").spec({"level": "BabyAI-GoToObj-v0", "seed": 1}),
+         "not a babyai goal spec: data_idx: field required"),
+        (lambda: get_environment("webshop").spec({"asin": "B", "colour": "red"}),
+         "not a webshop goal spec: colour: extra inputs are not permitted"),
+    ]  # fmt: skip
+    for write, message in wrong:
+        with pytest.raises(ValueError) as raised:
+            write()
+        assert str(raised.value) == message
+    assert all(env.goal_spec is not None for env in ENVIRONMENTS.values())
 
 
 def test_trainer_and_people_indices_exist(database_url: str) -> None:
@@ -172,11 +254,13 @@ def _goal(session: Session, **overrides: object) -> Goal:
         "id": random.randrange(1_000_000, 2_000_000_000),
         "split": "train",
         "instruction": "i need a blue shirt, and price lower than 30.00 dollars",
-        "asin": "B000TEST",
         "category": "fashion",
-        "attributes": ["blue", "cotton"],
-        "goal_options": {"color": "blue"},
-        "price_upper": 30.0,
+        "spec": {
+            "asin": "B000TEST",
+            "attributes": ["blue", "cotton"],
+            "goal_options": {"color": "blue"},
+            "price_upper": 30.0,
+        },
         "weight": 1.0,
     }
     values.update(overrides)
@@ -206,7 +290,7 @@ def test_defaults_and_enums_round_trip(db_session: Session) -> None:
     assert loaded.start is RolloutStart.SEARCH
     assert loaded.attempts == 0 and loaded.max_attempts == 3 and loaded.train_step is None
     assert loaded.created_at is not None
-    assert db_session.get(Goal, goal.id).attributes == ["blue", "cotton"]  # type: ignore[union-attr]
+    assert db_session.get(Goal, goal.id).spec["attributes"] == ["blue", "cotton"]  # type: ignore[union-attr,index]
 
 
 def test_token_columns_round_trip_exactly(db_session: Session) -> None:

@@ -20,8 +20,8 @@ def committed_goal(db_engine: Engine) -> Iterator[int]:
     with db_engine.begin() as conn:
         conn.execute(
             text(
-                "INSERT INTO goals (id, split, instruction, asin) "
-                "VALUES (:id, 'train', 'find 50% off socks', 'B0')"
+                "INSERT INTO goals (id, split, instruction, spec) "
+                "VALUES (:id, 'train', 'find 50% off socks', '{\"asin\": \"B0\"}')"
             ),
             {"id": goal_id},
         )
@@ -63,7 +63,7 @@ def test_views_are_readable(empty_database_url: str) -> None:
     [
         "DELETE FROM goals",
         "UPDATE goals SET instruction = 'x'",
-        "INSERT INTO goals (id, split, instruction, asin) VALUES (-1, 's', 'i', 'a')",
+        "INSERT INTO goals (id, split, instruction) VALUES (-1, 's', 'i')",
         "TRUNCATE goals CASCADE",
         "DROP TABLE goals CASCADE",
         "CREATE TABLE sneaky (id int)",

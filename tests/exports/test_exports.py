@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.processes import REPO, WSRL, child_env
 from helpers.trajectory_data import Dataset, insert_dataset
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
 
 from app.config import Settings
 from app.db import migrate
@@ -189,12 +189,37 @@ def test_export_goals_is_a_verl_dataset(
         assert "Available actions:\nsearch[<keywords>]" in user
         truth = record["reward_model"]["ground_truth"]
         assert record["reward_model"]["style"] == "rule"
-        assert truth["asin"] == goal.asin and truth["attributes"] == goal.attributes
-        assert json.loads(truth["goal_options"]) == goal.goal_options
-        assert truth["price_upper"] == goal.price_upper
+        spec = goal.spec
+        assert truth["asin"] == spec["asin"] and truth["attributes"] == spec["attributes"]
+        assert json.loads(truth["goal_options"]) == spec["goal_options"]
+        assert truth["price_upper"] == spec["price_upper"]
         assert info["split"] == goal.split and info["instruction"] == goal.instruction
     assert by_split == {"test": [0, 1], "train": [0, 1, 2]}
-    assert any(isinstance(g.goal_options, list) for g in goals.values()), "a human goal"
+    assert any(isinstance(g.spec["goal_options"], list) for g in goals.values()), "a human goal"
+
+
+def test_export_goals_leaves_other_environments_goals_out(
+    export_db: tuple[str, Engine, Dataset], tmp_path: Path
+) -> None:
+    """The export is WebShop's dataset: a BabyAI goal in the same table is not a record."""
+    _, engine, _ = export_db
+    babyai = Goal(
+        id=100_000_007,
+        environment="babyai",
+        spec={"data_idx": 7, "level": "BabyAI-GoToObj-v0", "seed": 0},
+        split="train",
+        instruction="go to the red ball",
+    )
+    with session_scope(engine) as session:
+        session.add(babyai)
+    try:
+        out = tmp_path / "goals.jsonl"
+        assert export_goals(engine, out, ExportFormat.JSONL) == 5
+        ids = {r["extra_info"]["goal_id"] for r in _read(out, ExportFormat.JSONL)}
+        assert 100_000_007 not in ids and len(ids) == 5
+    finally:
+        with session_scope(engine) as session:
+            session.execute(delete(Goal).where(Goal.id == 100_000_007))
 
 
 def test_export_goals_split_filter(export_db: tuple[str, Engine, Dataset], tmp_path: Path) -> None:

@@ -33,10 +33,12 @@ class Rows:
         """A WebShop goal, or with ``spec`` a BabyAI one (its fields in ``spec``)."""
         goal_id = random.randint(10_000_000, 2_000_000_000)
         webshop = {
-            "asin": f"B{goal_id:09d}",
-            "attributes": ["soft"],
-            "goal_options": {"color": "blue"},
-            "price_upper": 50.0,
+            "spec": {
+                "asin": f"B{goal_id:09d}",
+                "attributes": ["soft"],
+                "goal_options": {"color": "blue"},
+                "price_upper": 50.0,
+            }
         }
         with session_scope(self.engine) as session:
             session.add(

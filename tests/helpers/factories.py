@@ -37,7 +37,7 @@ def make_goal(session: Session, goal_id: int, *, split: str = "train", **fields:
         id=goal_id,
         split=split,
         instruction=fields.pop("instruction", f"Find me item {goal_id}"),
-        asin=fields.pop("asin", f"B{goal_id:09d}"),
+        spec=fields.pop("spec", {"asin": f"B{goal_id:09d}"}),
         **fields,
     )
     session.add(goal)

@@ -17,7 +17,9 @@ S, R, F = RolloutStatus.SUCCEEDED, RolloutStatus.RUNNING, RolloutStatus.FAILED
 
 def ensure_goal(session: Session, goal_id: int = 1, split: str = "train") -> int:
     if session.get(Goal, goal_id) is None:
-        session.add(Goal(id=goal_id, split=split, instruction="buy a mug", asin="B000000001"))
+        session.add(
+            Goal(id=goal_id, split=split, instruction="buy a mug", spec={"asin": "B000000001"})
+        )
         session.flush()
     return goal_id
 

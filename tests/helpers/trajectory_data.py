@@ -83,11 +83,13 @@ def insert_dataset(engine: Engine, base_goal_id: int = 900_000) -> Dataset:
                     id=goal_id,
                     split=split,
                     instruction=f"i need the {name} item, price lower than 40.00 dollars",
-                    asin=f"B{goal_id:09d}",
                     category="fashion" if split == "train" else "grocery",
-                    attributes=["soft", name],
-                    goal_options=options,
-                    price_upper=40.0,
+                    spec={
+                        "asin": f"B{goal_id:09d}",
+                        "attributes": ["soft", name],
+                        "goal_options": options,
+                        "price_upper": 40.0,
+                    },
                 )
             )
             data.goals[name] = goal_id

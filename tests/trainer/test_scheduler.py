@@ -64,7 +64,12 @@ def test_evaluations_play_the_same_held_out_goals_and_leave_train_groups_alone(
     with session_scope(sessions) as session:
         for goal in range(1, 21):
             session.add(
-                Goal(id=goal, split="test" if goal > 5 else "train", instruction="x", asin="B0")
+                Goal(
+                    id=goal,
+                    split="test" if goal > 5 else "train",
+                    instruction="x",
+                    spec={"asin": "B0"},
+                )
             )
     scheduler = Scheduler(
         create_celery(settings), settings, group_size=2, target_groups=1,
@@ -90,7 +95,12 @@ def test_each_train_group_draws_one_start_and_evaluations_start_at_search(databa
     with session_scope(sessions) as session:
         for goal in range(1, 41):
             session.add(
-                Goal(id=goal, split="test" if goal > 30 else "train", instruction="x", asin="B0")
+                Goal(
+                    id=goal,
+                    split="test" if goal > 30 else "train",
+                    instruction="x",
+                    spec={"asin": "B0"},
+                )
             )
     scheduler = Scheduler(
         create_celery(settings), settings, group_size=3, target_groups=30,

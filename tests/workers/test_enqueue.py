@@ -152,7 +152,7 @@ def test_sync_goals_loads_missing_goals_once(db_session: Session, env_server_url
         again = sync_goals(db_session, env)
     assert added >= 1 and again == 0
     goal = db_session.get(Goal, 0)
-    assert goal is not None and goal.instruction and goal.asin
+    assert goal is not None and goal.instruction and goal.spec and goal.spec["asin"]
 
 
 def test_sync_goals_unreachable_env_is_env_error(db_session: Session) -> None:

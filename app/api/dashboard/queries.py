@@ -256,9 +256,10 @@ def rollout_page(
 def rollout(conn: Connection, rollout_id: uuid.UUID) -> dict[str, Any] | None:
     found = _rows(
         conn,
-        "SELECT r.*, g.split, g.instruction, g.asin, g.name AS goal_name, g.category, "
-        "g.product_category, g.query, g.attributes, g.goal_options, g.price_upper, g.source, "
-        "g.environment, g.spec FROM rollouts r JOIN goals g ON g.id = r.goal_id WHERE r.id = :id",
+        "SELECT r.*, g.split, g.instruction, w.asin, w.name AS goal_name, g.category, "
+        "w.product_category, w.query, w.attributes, w.goal_options, w.price_upper, g.source, "
+        "g.environment, g.spec FROM rollouts r JOIN goals g ON g.id = r.goal_id "
+        "LEFT JOIN webshop_goals w ON w.id = g.id WHERE r.id = :id",
         id=rollout_id,
     )
     return found[0] if found else None

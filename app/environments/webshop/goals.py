@@ -1,7 +1,9 @@
 """WebShop's goals in Postgres: loaded from its env server's ``GET /goals``.
 
-A WebShop goal's fields are columns of ``goals`` (the views and the dashboard read them);
-its id is the env's goal index.
+A WebShop goal's id is the env's goal index; its own fields (the target's asin, the
+attributes, options and price limit the reward checks, the product's name and query) are
+its ``spec``, validated here (:class:`WebShopGoalSpec`). The view ``webshop_goals`` gives
+them as columns.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -16,6 +19,7 @@ from app.config import Settings
 from app.core.enqueue import EnqueueError, insert_goals
 from app.db.lifecycle import GoalSource
 from app.db.models import Goal
+from app.environments.spec import validated_spec
 from app.environments.webshop.client import EnvClient
 
 logger = logging.getLogger(__name__)
@@ -23,22 +27,41 @@ logger = logging.getLogger(__name__)
 GOALS_PAGE = 1000
 
 
+class WebShopGoalSpec(BaseModel):
+    """A WebShop goal's own fields, as ``goals.spec`` holds them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    asin: str
+    attributes: list[str] = []
+    goal_options: dict[str, str] | list[str] = {}
+    """Option name -> value for a synthetic goal; the values alone for a human one."""
+    price_upper: float | None = None
+    name: str | None = None
+    product_category: str | None = None
+    query: str | None = None
+
+
+def webshop_spec(data: dict[str, Any]) -> dict[str, Any]:
+    """``data``'s WebShop fields as a validated spec (other keys ignored); raises
+    :class:`ValueError` naming what is wrong."""
+    fields = {k: data[k] for k in WebShopGoalSpec.model_fields if data.get(k) is not None}
+    return validated_spec(WebShopGoalSpec, fields, f"goal {data.get('id')!r}: not a WebShop goal")
+
+
 def _goal_row(data: dict[str, Any]) -> dict[str, Any]:
-    options = data.get("goal_options") or {}
+    spec = webshop_spec(data)
     return {
         "id": int(data["id"]),
+        "environment": "webshop",
+        "spec": spec,
         "split": str(data["split"]),
         "instruction": str(data["instruction"]),
-        "asin": str(data["asin"]),
-        "name": data.get("name"),
         "category": data.get("category"),
-        "product_category": data.get("product_category"),
-        "query": data.get("query"),
-        "attributes": list(data.get("attributes") or []),
-        "goal_options": options,
-        "price_upper": data.get("price_upper"),
         "weight": float(data.get("weight", 1.0)),
-        "source": GoalSource.HUMAN if isinstance(options, list) else GoalSource.SYNTHETIC,
+        "source": (
+            GoalSource.HUMAN if isinstance(spec["goal_options"], list) else GoalSource.SYNTHETIC
+        ),
     }
 
 

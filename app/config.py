@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SERVICES_FILE = "services.json"
@@ -24,6 +24,24 @@ SERVICES_FILE = "services.json"
 
 class ServicesNotRunningError(RuntimeError):
     """Raised when no URL is configured and no embedded service is running."""
+
+
+class AgentGymServer(BaseModel):
+    """An env server speaking AgentGym's HTTP protocol, trained on by URL alone
+    (``WSRL_AGENTGYM``; :func:`app.environments.get_environment`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str
+    goals: int = Field(100, ge=1, le=1_000_000)
+    """Its tasks are ``data_idx`` 0 to ``goals - 1``; every fifth is held out (``test``)."""
+    success_reward: float = 1.0
+    """An episode ending with at least this reward succeeded."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_url(cls, data: object) -> object:
+        return {"url": data} if isinstance(data, str) else data
 
 
 class Settings(BaseSettings):
@@ -47,6 +65,12 @@ class Settings(BaseSettings):
     babyai_url: str = Field(
         "http://127.0.0.1:3100",
         description="BabyAI env server (AgentGym's protocol; `wsrl env babyai`).",
+    )
+    agentgym: dict[str, AgentGymServer] = Field(
+        default_factory=dict,
+        description="Env servers of AgentGym's protocol to train on by name, as JSON: "
+        '`{"textcraft": "http://host:36001"}`, or `{"name": {"url": ..., "goals": 100, '
+        '"success_reward": 1.0}}`; `--environment NAME` plays one.',
     )
     env_token: str | None = Field(
         None,

@@ -296,10 +296,11 @@ class Schedule:
     eval_temperature: float = knob(0.0, "Sampling temperature of evaluations (0: greedy).")
 
     def __post_init__(self) -> None:
+        from app.config import get_settings
         from app.db.lifecycle import parse_starts
         from app.environments import get_environment
 
-        environment = get_environment(self.environment)
+        environment = get_environment(self.environment, get_settings())
         try:
             self.train_starts = tuple(parse_starts(",".join(self.train_starts)))
         except ValueError as exc:

@@ -215,7 +215,7 @@ def _play(
         if agent_url:
             result = play_external_attempt(runtime, start, recorder, agent_url)
         else:
-            environment = get_environment(start.environment)
+            environment = get_environment(start.environment, settings)
             result = run_episode(
                 runtime.env_client(environment),
                 runtime.llm,

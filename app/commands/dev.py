@@ -140,6 +140,7 @@ def dev(ctx: typer.Context, **values: Any) -> None:
     try:
         given = typed_values(ctx, values)
         user = collect(given, values["config_file"], os.environ, DEV_DEFAULTS, "wsrl dev")
+        _check_built_in(user.values.get("schedule.environment"))
         if not _has_openings(user.values.get("schedule.environment")):
             # Its episodes start at search only: dev's item-page starts are WebShop's.
             defaults = {k: v for k, v in DEV_DEFAULTS.items() if k != "schedule.train_starts"}
@@ -333,6 +334,19 @@ def _prepare(settings) -> None:
         migrate.upgrade(settings.resolved_database_url())
     except (PortInUseError, migrate.MigrationError) as exc:
         raise fail(exc) from exc
+
+
+def _check_built_in(environment: str | None) -> None:
+    """``wsrl dev`` starts the environment's server: a built-in one's."""
+    from app.environments import ENVIRONMENTS
+
+    if (environment or "webshop") not in ENVIRONMENTS:
+        raise fail(
+            f"wsrl dev runs a built-in environment ({', '.join(ENVIRONMENTS)}), not "
+            f"{environment!r}; train on an AgentGym server named in WSRL_AGENTGYM with "
+            "`wsrl train --environment NAME`",
+            code=2,
+        )
 
 
 def _has_openings(environment: str | None) -> bool:

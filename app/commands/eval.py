@@ -82,11 +82,11 @@ def eval_command(
 
     if (base_url is None) != (model is None):
         raise fail("give --base-url and --model together")
+    settings = get_settings()
     try:
-        get_environment(environment)
+        get_environment(environment, settings)
     except UnknownEnvironmentError as exc:
         raise fail(exc, code=2) from exc
-    settings = get_settings()
     try:
         engine = make_engine(settings)
         celery = get_app()
@@ -164,7 +164,7 @@ def _enqueue(
     from app.environments.webshop.client import EnvClient
     from app.environments.webshop.goals import sync_goals
 
-    environment = get_environment(environment_name)
+    environment = get_environment(environment_name, settings)
     reach_broker(celery)
     with session_scope(sessions) as session:
         if environment.goal_rows is None:  # the server lists them: add the ones it gained

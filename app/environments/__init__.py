@@ -9,28 +9,32 @@ the same way and names none (``tests/environments/test_registry.py``); the env s
 are packages of their own (``app/webshop``, ``app/babyai``).
 
 * ``webshop/`` - WebShop (the original's pages, actions and reward), over our native API.
-* ``babyai/`` - BabyAI's levels in words, over AgentGym's protocol (:mod:`.agentgym`):
-  any env server speaking it is played the same way.
+* ``babyai/`` - BabyAI's levels in words, over AgentGym's protocol (:mod:`.agentgym`).
+* Any other env server of AgentGym's protocol, by name and URL alone (``WSRL_AGENTGYM``,
+  :func:`agentgym_environment`): played with :mod:`.agentgym.agent`, which knows nothing
+  of its game; its goals are its ``data_idx`` 0 to N-1.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.config import AgentGymServer, Settings
 from app.core.agent import AgentProtocol, Episode
 from app.core.enqueue import insert_goals
 from app.core.env_client import EnvSession
 from app.core.http_pool import HttpPool
 from app.db.lifecycle import GoalSource, RolloutStart, parse_start
 from app.db.models import Goal
-from app.environments.agentgym import AgentGymClient
+from app.environments.agentgym.agent import AgentGymEpisode
+from app.environments.agentgym.client import AgentGymClient
 from app.environments.babyai.agent import BabyAIEpisode
 from app.environments.spec import validated_spec
 from app.environments.webshop.agent import WebShopEpisode
@@ -42,6 +46,9 @@ from app.environments.webshop.opening import play_opening as webshop_opening
 # BabyAI's goal rows take ids from here on (id = BABYAI_GOAL_IDS + data_idx): goal ids are
 # one key for every environment, and WebShop's are its env's goal indices, far below.
 BABYAI_GOAL_IDS = 100_000_000
+AGENTGYM_GOAL_IDS = 1_000_000_000
+"""A server named in ``WSRL_AGENTGYM`` takes the million ids from here + 1,000,000 x (its
+name's CRC-32 mod 1,000): its goal ids do not depend on which other servers are named."""
 
 
 class UnknownEnvironmentError(ValueError):
@@ -78,6 +85,8 @@ class Environment:
     """``open_session(client, goal_id, spec, instruction)``: a goal row's episode."""
     url_setting: str = "env_url"
     """The setting (``WSRL_`` + upper case) naming where its env server listens."""
+    url_of: Callable[[Settings], str] | None = None
+    """Where its env server listens, where no setting of its own says (else None)."""
     serve: tuple[str, ...] = ("env", "serve")
     """The ``wsrl`` command that serves it (``--port`` is added)."""
     health: str = "/health"
@@ -95,14 +104,19 @@ class Environment:
     are loaded from the server, :func:`app.core.enqueue.sync_goals`)."""
 
     def url(self, settings: Settings) -> str:
+        if self.url_of is not None:
+            return self.url_of(settings)
         return str(getattr(settings, self.url_setting))
 
     def env_probe(self, settings: Settings) -> tuple[Callable[[], str], str]:
         """The preflight's check of its env server and the fix it prints on failure."""
-        fix = (
-            f"start it (`wsrl {' '.join(self.serve)}`{self.compose}), "
-            f"set WSRL_{self.url_setting.upper()}"
-        )
+        if not self.serve:
+            fix = f"start its server, or correct its URL in WSRL_{self.url_setting.upper()}"
+        else:
+            fix = (
+                f"start it (`wsrl {' '.join(self.serve)}`{self.compose}), "
+                f"set WSRL_{self.url_setting.upper()}"
+            )
         if self.probe is not None:
             return (lambda: self.probe(settings)), fix  # type: ignore[misc]
         url = self.url(settings)
@@ -204,12 +218,85 @@ ENVIRONMENTS: dict[str, Environment] = {
 WEBSHOP = ENVIRONMENTS["webshop"]
 
 
-def get_environment(name: str) -> Environment:
-    try:
+class AgentGymGoalSpec(BaseModel):
+    """A goal of a server known by URL alone: the ``data_idx`` its ``/reset`` takes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_idx: int = Field(ge=0)
+
+
+def agentgym_goal_ids(name: str) -> int:
+    """The first goal id of the server named ``name`` (:data:`AGENTGYM_GOAL_IDS`)."""
+    return AGENTGYM_GOAL_IDS + (zlib.crc32(name.encode()) % 1000) * 1_000_000
+
+
+def agentgym_environment(name: str, server: AgentGymServer) -> Environment:
+    """The environment of an AgentGym server known by ``name`` and URL alone: its goals are
+    ``data_idx`` 0 to ``server.goals - 1`` (every fifth held out), their task the server's
+    first observation; an episode succeeds at ``server.success_reward``."""
+    if name in ENVIRONMENTS:
+        raise ValueError(f"WSRL_AGENTGYM names {name!r}, a built-in environment; rename it")
+    first = agentgym_goal_ids(name)
+    episode_type = type(
+        "AgentGymEpisode", (AgentGymEpisode,), {"success_reward": server.success_reward}
+    )
+
+    def goal_rows() -> list[dict[str, Any]]:
+        return [
+            {
+                "id": first + i,
+                "environment": name,
+                "spec": {"data_idx": i},
+                "split": "test" if i % 5 == 0 else "train",
+                "instruction": "",
+                "weight": 1.0,
+                "source": GoalSource.SYNTHETIC,
+            }
+            for i in range(server.goals)
+        ]
+
+    def open_session(
+        client: AgentGymClient, goal_id: int, spec: dict[str, Any] | None, instruction: str
+    ) -> EnvSession:
+        data_idx = AgentGymGoalSpec.model_validate(spec).data_idx if spec else goal_id - first
+        return client.create_session(data_idx, instruction)
+
+    def url_of(settings: Settings) -> str:
+        configured = settings.agentgym.get(name)
+        if configured is None:
+            raise UnknownEnvironmentError(f"WSRL_AGENTGYM here names no {name!r} server")
+        return configured.url
+
+    return Environment(
+        name=name,
+        description=f"{name}: the AgentGym server at {server.url} ({server.goals} tasks)",
+        episode_type=episode_type,
+        opening=no_opening,
+        client=lambda settings: AgentGymClient(url_of(settings)),
+        open_session=open_session,
+        url_setting="agentgym",
+        url_of=url_of,
+        serve=(),
+        health="/",
+        openings=False,
+        goal_spec=AgentGymGoalSpec,
+        goal_rows=goal_rows,
+    )
+
+
+def get_environment(name: str, settings: Settings | None = None) -> Environment:
+    """The built-in environment ``name``, else the AgentGym server ``settings`` name so."""
+    if name in ENVIRONMENTS:
         return ENVIRONMENTS[name]
-    except KeyError:
-        known = ", ".join(sorted(ENVIRONMENTS))
-        raise UnknownEnvironmentError(f"unknown environment {name!r}; known: {known}") from None
+    servers = settings.agentgym if settings is not None else {}
+    if name in servers:
+        return agentgym_environment(name, servers[name])
+    known = ", ".join([*sorted(ENVIRONMENTS), *sorted(servers)])
+    raise UnknownEnvironmentError(
+        f"unknown environment {name!r}; known: {known} (an AgentGym server is named in "
+        "WSRL_AGENTGYM)"
+    )
 
 
 def goals_of(session: Session, settings: Settings, environment: Environment, split: str) -> int:
@@ -221,4 +308,16 @@ def goals_of(session: Session, settings: Settings, environment: Environment, spl
     if session.scalar(known.limit(1)) is not None:
         return 0
     rows = [{**row, "spec": environment.spec(row.get("spec"))} for row in environment.goal_rows()]
+    ids = [row["id"] for row in rows]
+    taken = session.execute(
+        select(Goal.environment, func.count())
+        .where(Goal.id.between(min(ids), max(ids)), Goal.environment != environment.name)
+        .group_by(Goal.environment)
+    ).all()
+    if taken:
+        who = ", ".join(f"{count} of {other!r}" for other, count in taken)
+        raise ValueError(
+            f"{environment.name}'s goal ids {ids[0]}-{ids[-1]} are taken by other "
+            f"environments' goals ({who}); rename it"
+        )
     return insert_goals(session, rows)

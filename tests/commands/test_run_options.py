@@ -170,3 +170,12 @@ def test_dev_refuses_what_its_trainer_cannot_honour(env: dict[str, str], named: 
     result = runner.invoke(cli, ["dev", "--model", "m"], env=env, terminal_width=200)
     assert result.exit_code == 2, result.output
     assert f"{named}: wsrl dev cannot honour it" in result.output
+
+
+def test_dev_refuses_an_environment_it_cannot_serve() -> None:
+    """An AgentGym server known by URL is trained with ``wsrl train``: dev starts built-in
+    environments' servers only."""
+    env = {"WSRL_AGENTGYM": '{"grid": "http://127.0.0.1:9"}'}
+    result = runner.invoke(cli, ["dev", "--environment", "grid"], env=env, terminal_width=200)
+    assert result.exit_code == 2, result.output
+    assert "wsrl dev runs a built-in environment (webshop, babyai), not 'grid'" in result.output

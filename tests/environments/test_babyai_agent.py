@@ -18,7 +18,7 @@ from app.babyai.game import BabyAIGame
 from app.babyai.server import create_app
 from app.core.agent import DEFAULT_PROTOCOL, AgentMode
 from app.core.env_client import EnvError, EnvSession
-from app.environments.agentgym import AgentGymClient
+from app.environments.agentgym.client import AgentGymClient
 from app.environments.babyai.agent import BabyAIEpisode
 from app.webshop.server.runner import serve_in_thread
 

@@ -4,7 +4,6 @@ policy server, recorded in Postgres and trained on, exactly as WebShop is."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from app.config import Settings
 from app.core.endpoint import read_endpoint
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Goal, LlmCall, Rollout, Step, TrainStep
-from app.db.session import make_engine, make_sessionmaker, session_scope
+from app.db.session import session_scope
 from app.environments import BABYAI_GOAL_IDS, ENVIRONMENTS, goals_of
 from trainer.backends.local.run import start_local_run
-from trainer.bootstrap.tiny_policy import TinySize, build_model, train_tokenizer
 from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 
@@ -26,32 +24,6 @@ pytestmark = pytest.mark.slow
 
 VERBS = ("turn left", "turn right", "move forward", "go to ", "pickup ", "drop", "toggle",
          "go through ")  # fmt: skip
-
-# Words of BabyAI's prompts, for a tokenizer of random tiny weights.
-TEXTS = [
-    "You see: red ball 1, 2 steps ahead and 1 step to your left; grey key 1, 3 steps "
-    "ahead. Ahead of you: 4 steps free, then a wall. You are carrying nothing.",
-    "Available actions: turn left turn right move forward go to red ball 1 pickup blue "
-    "box 2 toggle drop go through open door check available actions",
-    "Instruction: go to the purple key. Previous steps: none, this is the first step.",
-] * 40
-
-
-@pytest.fixture
-def sessions(fresh_settings: Settings) -> Iterator:
-    engine = make_engine(fresh_settings)
-    yield make_sessionmaker(engine)
-    engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def babyai_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tiny-babyai")
-    tokenizer = train_tokenizer(TEXTS, 400)
-    size = TinySize(400, 32, 2, 2, 64, max_positions=4096)
-    build_model(tokenizer, size, seed=0).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
 
 
 def test_the_tiny_pipeline_trains_on_babyai(

@@ -9,6 +9,7 @@ started again on the same port (to simulate crashes and restarts).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -42,7 +43,9 @@ def child_env(settings: Settings | None = None, **overrides: Any) -> dict[str, s
         values.update(settings.model_dump(include=settings.model_fields_set))
     values.update(overrides)
     for name, value in values.items():
-        if value is not None:
+        if isinstance(value, dict | list):
+            env[f"WSRL_{name.upper()}"] = json.dumps(value)
+        elif value is not None:
             env[f"WSRL_{name.upper()}"] = str(value)
     return env
 

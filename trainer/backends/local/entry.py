@@ -69,7 +69,7 @@ def _service_checks(
     settings: Settings, run: RunConfig, only: set[str] | None = None
 ) -> list[Check]:
     """The preflight of the run's environment: its env server, its goals."""
-    environment = get_environment(run.schedule.environment)
+    environment = get_environment(run.schedule.environment, settings)
     return service_checks(
         settings,
         run.schedule.split,
@@ -149,7 +149,7 @@ def _sync_goals(
     engine = make_engine(settings)
     try:
         with session_scope(make_sessionmaker(engine)) as session:
-            added = goals_of(session, settings, get_environment(environment), split)
+            added = goals_of(session, settings, get_environment(environment, settings), split)
         if added:
             echo(f"loaded {added} {environment} goals")
     except EnqueueError as exc:

@@ -9,8 +9,8 @@ source.
 
 Every existing row keeps its values: its fields become its spec (a field that was NULL is
 left out). The view ``webshop_goals`` has ``goals``' old columns, typed as before, for SQL
-and the dashboard; ``trajectories`` reads ``goals`` as before (its ``category`` is still a
-column).
+and the dashboard; ``trajectories`` keeps its columns (``category`` is still a column of
+``goals``) and gains the goal's ``environment``, last.
 
 Downgrade puts the fields back into columns and the spec to NULL (it refuses, as 0010's
 does, while another environment's goals exist).
@@ -47,6 +47,17 @@ FROM goals g
 WHERE g.environment = 'webshop'
 """
 
+TRAJECTORIES_VIEW = """
+CREATE OR REPLACE VIEW trajectories AS
+SELECT r.id, r.goal_id, g.split, g.instruction, g.category, r.mode, r.status,
+       r.reward, r.success, r.num_steps, r.policy_version_min, r.policy_version_max,
+       r.attempts, r.max_attempts, r.group_id, r.sample_index, r.train_step, r.worker,
+       r.created_at, r.started_at, r.finished_at,
+       EXTRACT(EPOCH FROM (r.finished_at - r.started_at)) AS duration_s,
+       r.last_error{environment}
+FROM rollouts r JOIN goals g ON g.id = r.goal_id
+"""
+
 FIELDS = ("asin", "name", "product_category", "query", "attributes", "goal_options", "price_upper")
 
 
@@ -64,6 +75,7 @@ def upgrade() -> None:
     for field in FIELDS:
         op.drop_column("goals", field)
     op.execute(WEBSHOP_GOALS_VIEW)
+    op.execute(TRAJECTORIES_VIEW.format(environment=", g.environment"))
 
 
 def downgrade() -> None:
@@ -76,6 +88,8 @@ def downgrade() -> None:
             "(and their rollouts) before downgrading below 0011"
         )
     op.execute("DROP VIEW webshop_goals")
+    op.execute("DROP VIEW trajectories")  # a view's columns cannot be dropped in place
+    op.execute(TRAJECTORIES_VIEW.format(environment=""))
     op.add_column("goals", sa.Column("asin", sa.Text(), nullable=True))
     op.add_column("goals", sa.Column("name", sa.Text(), nullable=True))
     op.add_column("goals", sa.Column("product_category", sa.Text(), nullable=True))

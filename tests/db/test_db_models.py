@@ -199,7 +199,10 @@ def test_0011_moves_webshop_goal_fields_into_the_spec_and_the_view_gives_them_ba
             2: {"asin": "B02", "attributes": [], "goal_options": ["large"]},
         }  # fmt: skip
         assert "asin" not in {c["name"] for c in inspect(engine).get_columns("goals")}
+        assert inspect(engine).get_columns("trajectories")[-1]["name"] == "environment"
         migrate.downgrade(url, "0010")
+        columns = [c["name"] for c in inspect(engine).get_columns("trajectories")]
+        assert "environment" not in columns and columns[-1] == "last_error"
         with engine.connect() as conn:
             back = conn.execute(text(f"SELECT {WEBSHOP_COLUMNS} FROM goals ORDER BY id"))
             assert [tuple(r) for r in back] == rows

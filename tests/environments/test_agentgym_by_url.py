@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.processes import babyai_server, celery_worker
+from helpers.processes import babyai_server
 from sqlalchemy import select
 
 from app.config import AgentGymServer, Settings, get_settings
@@ -26,9 +26,6 @@ from app.environments import (
 )
 from app.environments.agentgym.agent import SYSTEM_PROMPT as AGENTGYM_PROMPT
 from app.environments.agentgym.agent import AgentGymEpisode
-from trainer.backends.local.run import start_local_run
-from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
-from trainer.loop import LoopOptions
 
 GRID = "grid"
 
@@ -91,7 +88,12 @@ def test_goal_ids_taken_by_another_environment_are_a_clear_error(
 
 @pytest.mark.slow
 def test_the_tiny_pipeline_trains_on_an_agentgym_server_by_url(
-    fresh_settings: Settings, sessions, babyai_checkpoint: Path, tmp_path: Path, agentgym_env
+    fresh_settings: Settings,
+    sessions,
+    babyai_checkpoint: Path,
+    tmp_path: Path,
+    train_two_steps,
+    agentgym_env,
 ) -> None:
     server = babyai_server(tmp_path, fresh_settings).start()
     grid = AgentGymServer(url=server.url, goals=40, success_reward=0.01)
@@ -104,24 +106,10 @@ def test_the_tiny_pipeline_trains_on_an_agentgym_server_by_url(
             "agent_constrain_actions": True,
         }
     )
-    worker = None
-    trainer = None
     try:
         with session_scope(sessions) as session:
             assert goals_of(session, settings, get_environment(GRID, settings), "train") == 40
-        worker = celery_worker(tmp_path, settings, concurrency=8, name="grid").start()
-        config = TrainerConfig(
-            group_size=4, batch_groups=2, max_staleness=1, lr=1e-3, skip_zero_variance=False
-        )
-        run = RunConfig(
-            algorithm=config,
-            sampling=Sampling(temperature=1.0, max_tokens=12),
-            schedule=Schedule(environment=GRID, split="train"),
-        )
-        options = LoopOptions(checkpoint_dir=tmp_path / "ckpt", poll_s=0.2)
-        trainer = start_local_run(settings, run, babyai_checkpoint, options)
-        results = trainer.loop.run(steps=2, wait_timeout_s=240)
-        assert [r.version for r in results] == [1, 2], worker.tail()
+        train_two_steps(settings, babyai_checkpoint, tmp_path, GRID)
         with session_scope(sessions) as session:
             trained = session.execute(
                 select(Rollout.goal_id, Rollout.reward, Rollout.success, Rollout.status).where(
@@ -138,8 +126,4 @@ def test_the_tiny_pipeline_trains_on_an_agentgym_server_by_url(
             assert messages[0]["content"] == AGENTGYM_PROMPT
             assert messages[1]["content"].startswith("Instruction: Your goal: ")
     finally:
-        if trainer is not None:
-            trainer.close()
-        if worker is not None:
-            worker.stop()
         server.stop()

@@ -7,18 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.processes import babyai_server, celery_worker
+from helpers.processes import babyai_server
 from sqlalchemy import func, select
 
 from app.config import Settings
-from app.core.endpoint import read_endpoint
 from app.db.lifecycle import RolloutStatus
 from app.db.models import Goal, LlmCall, Rollout, Step, TrainStep
 from app.db.session import session_scope
 from app.environments import BABYAI_GOAL_IDS, ENVIRONMENTS, goals_of
-from trainer.backends.local.run import start_local_run
-from trainer.config import RunConfig, Sampling, Schedule, TrainerConfig
-from trainer.loop import LoopOptions
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +23,7 @@ VERBS = ("turn left", "turn right", "move forward", "go to ", "pickup ", "drop",
 
 
 def test_the_tiny_pipeline_trains_on_babyai(
-    fresh_settings: Settings, sessions, babyai_checkpoint: Path, tmp_path: Path
+    fresh_settings: Settings, sessions, babyai_checkpoint: Path, tmp_path: Path, train_two_steps
 ) -> None:
     server = babyai_server(tmp_path, fresh_settings).start()
     settings = fresh_settings.model_copy(
@@ -38,27 +34,12 @@ def test_the_tiny_pipeline_trains_on_babyai(
             "agent_constrain_actions": True,
         }
     )
-    worker = None
-    trainer = None
     try:
         with session_scope(sessions) as session:
             added = goals_of(session, settings, ENVIRONMENTS["babyai"], "train")
             assert added == 800  # 8 levels x 100 seeds, both splits
             assert goals_of(session, settings, ENVIRONMENTS["babyai"], "train") == 0
-        worker = celery_worker(tmp_path, settings, concurrency=8, name="babyai").start()
-        config = TrainerConfig(
-            group_size=4, batch_groups=2, max_staleness=1, lr=1e-3, skip_zero_variance=False
-        )
-        run = RunConfig(
-            algorithm=config,
-            sampling=Sampling(temperature=1.0, max_tokens=12),
-            schedule=Schedule(environment="babyai", split="train"),
-        )
-        options = LoopOptions(checkpoint_dir=tmp_path / "ckpt", poll_s=0.2)
-        trainer = start_local_run(settings, run, babyai_checkpoint, options)
-        results = trainer.loop.run(steps=2, wait_timeout_s=240)
-        assert [r.version for r in results] == [1, 2], worker.tail()
-        assert read_endpoint(trainer.redis).version == 2
+        train_two_steps(settings, babyai_checkpoint, tmp_path, "babyai")
         with session_scope(sessions) as session:
             trained = session.execute(
                 select(Rollout.goal_id, Rollout.reward, Rollout.success, Rollout.train_step).where(
@@ -92,8 +73,4 @@ def test_the_tiny_pipeline_trains_on_babyai(
             mine = [r.success for r in trained if r.train_step == step]
             assert metrics[step]["reward/success"] == pytest.approx(sum(mine) / len(mine))
     finally:
-        if trainer is not None:
-            trainer.close()
-        if worker is not None:
-            worker.stop()
         server.stop()

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from app.config import AgentGymServer, Settings
 from app.core.agent import AgentProtocol, Episode
-from app.core.enqueue import insert_goals
+from app.core.enqueue import EnqueueError, insert_goals
 from app.core.env_client import EnvSession
 from app.core.http_pool import HttpPool
 from app.db.lifecycle import GoalSource, RolloutStart, parse_start
@@ -53,6 +53,10 @@ name's CRC-32 mod 1,000): its goal ids do not depend on which other servers are 
 
 class UnknownEnvironmentError(ValueError):
     """A name that is not in :data:`ENVIRONMENTS`."""
+
+
+class GoalIdsTaken(EnqueueError):
+    """An environment's goal ids are held by another environment's goals."""
 
 
 class BabyAIGoalSpec(BaseModel):
@@ -316,7 +320,7 @@ def goals_of(session: Session, settings: Settings, environment: Environment, spl
     ).all()
     if taken:
         who = ", ".join(f"{count} of {other!r}" for other, count in taken)
-        raise ValueError(
+        raise GoalIdsTaken(
             f"{environment.name}'s goal ids {ids[0]}-{ids[-1]} are taken by other "
             f"environments' goals ({who}); rename it"
         )

@@ -27,7 +27,7 @@ from app.core.enqueue import EnqueueError
 from app.core.env_client import EnvError
 from app.core.preflight import Check, service_checks
 from app.db.session import make_engine, make_sessionmaker, session_scope
-from app.environments import get_environment, goals_of
+from app.environments import GoalIdsTaken, get_environment, goals_of
 from trainer.backends import ConfigValue, StartError
 from trainer.checkpoint_protocol import policy_protocol
 from trainer.config import TINY, RunConfig, tiny_policy_path
@@ -152,6 +152,8 @@ def _sync_goals(
             added = goals_of(session, settings, get_environment(environment, settings), split)
         if added:
             echo(f"loaded {added} {environment} goals")
+    except GoalIdsTaken as exc:
+        raise StartError(str(exc)) from exc
     except EnqueueError as exc:
         raise StartError(f"{exc}; use --split") from exc
     except EnvError as exc:

@@ -90,7 +90,7 @@ def test_services_db_and_sql_lifecycle(cli: Cli) -> None:
     # A row written by the owner (as workers do), for `wsrl sql` to protect and to show.
     url = recorded["database_url"].replace("+psycopg", "")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("insert into goals (id, split, instruction, asin) values (1, 't', 'i', 'a')")
+        conn.execute("insert into goals (id, split, instruction) values (1, 't', 'i')")
 
     deleted = cli("sql", "delete from goals", check=False)
     assert deleted.returncode == 1

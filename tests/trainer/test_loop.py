@@ -75,7 +75,11 @@ def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
         [_] = trainer.loop.run(steps=1, wait_timeout_s=10)
         announced = []
         while (message := pubsub.get_message(timeout=1.0)) is not None:
-            announced.append(json.loads(message["data"]))
+            # Pub/Sub ignores the db index: the other test processes' announcements (on
+            # their own dbs) are heard too, so only this trainer's count.
+            data = json.loads(message["data"] or "{}")
+            if data.get("base_url") == trainer.base_url:
+                announced.append(data)
         assert [(a["version"], a["status"]) for a in announced] == [
             (7, "paused"),
             (7, "serving"),

@@ -11,7 +11,12 @@ import redis
 from sqlalchemy import create_engine, func, select
 
 from app.core.agent import AgentMode, AgentProtocol
-from app.core.endpoint import PolicyEndpoint, publish_endpoint, read_endpoint
+from app.core.endpoint import (
+    PolicyEndpoint,
+    publish_endpoint,
+    read_endpoint,
+    withdraw_endpoint,
+)
 from app.db.models import LlmCall, Rollout, Step
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "episode_cpu.py"
@@ -35,21 +40,24 @@ def test_episodes_are_played_in_full_at_each_latency(
     )
     client = redis.Redis.from_url(redis_url)
     publish_endpoint(client, live)
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARK),
-            *("--llm-ms", "0,20", "--episodes", "2", "--warmup", "1"),
-            *("--database-url", empty_database_url),
-        ],
-        env={**os.environ, "WSRL_REDIS_URL": redis_url},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(BENCHMARK),
+                *("--llm-ms", "0,20", "--episodes", "2", "--warmup", "1"),
+                *("--database-url", empty_database_url),
+            ],
+            env={**os.environ, "WSRL_REDIS_URL": redis_url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert read_endpoint(client) == live
+    finally:  # the session's later tests must not follow it
+        withdraw_endpoint(client)
+        client.close()
     assert result.returncode == 0, result.stderr[-3000:]
-    assert read_endpoint(client) == live
-    client.close()
     rows = [line.split() for line in result.stdout.splitlines()[-2:]]
     assert [row[0] for row in rows] == ["0", "20"]
     cpu_ms = [float(row[1]) for row in rows]

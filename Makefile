@@ -125,7 +125,7 @@ clean:  ## remove the compose stack AND its volumes (database, Redis, caches)
 	$(COMPOSE) $(PROFILES) down -v --remove-orphans
 
 # --- the offline GPU host (docs/operations.md, "Training on an offline GPU host") ---------
-.PHONY: gpu-lock gpu-kit gpu-kit-check
+.PHONY: gpu-lock gpu-kit gpu-kit-check gpu-image
 GPU_HOST ?= docker/gpu/host-cuda.txt
 # The kit's policy: the tiny policy the repository ships (trainer/bootstrap/tiny-0).
 GPU_KIT_POLICY ?= trainer/bootstrap/tiny-0
@@ -141,6 +141,10 @@ gpu-kit: setup  ## the offline kit for a GPU host: build/gpu-kit/ (pieces <= 59 
 	$(PY) docker/gpu/kit.py build --host $(GPU_HOST) --policy $(GPU_KIT_POLICY) $(if $(MODEL),--model $(MODEL))
 
 PY312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
+
+# Not in CI (it adds about a quarter of an hour): docs/benchmarks.md, "The GPU trainer image".
+gpu-image:  ## build the GPU trainer image here, no registry (Debian base, lock's CUDA wheels) and check it (Docker; root)
+	bash docker/gpu-image.sh
 
 # The rehearsal builds its own kit without the policy (the wheels are what can go wrong).
 gpu-kit-check: setup  ## CI's rehearsal: a kit's pieces install under Python 3.12 and import

@@ -6,6 +6,8 @@
 #
 #   docker/local-images.sh            build what is missing, print PYTHON_IMAGE=... lines
 #   eval "$(docker/local-images.sh)"  ... and export them
+#   docker/local-images.sh python3.12 only the Python 3.12 stand-in (the GPU trainer image's
+#                                     base), print PYTHON312_IMAGE=...
 #
 # The images answer to the same environment variables and paths as the official ones that
 # the stack uses: POSTGRES_USER / POSTGRES_PASSWORD / POSTGRES_DB and PGDATA under
@@ -58,9 +60,32 @@ build() {  # build IMAGE DOCKERFILE
   docker build -q --build-arg BASE_IMAGE="$BASE" -t "$1" -f "local/$2" local >&2
 }
 
+# Debian 12 packages no Python 3.12: stage one built on a Debian 12 host (PYTHON312, else
+# pyenv's newest 3.12), without its tests and site-packages, for python312.Dockerfile.
+stage_python312() {
+  local python=${PYTHON312:-$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | sort -V | tail -1)}
+  [ -x "$python" ] || { log "no Python 3.12 here: set PYTHON312=/path/to/python3.12"; exit 1; }
+  local prefix
+  prefix=$("$python" -c 'import sys; print(sys.base_prefix)')
+  log "staging Python 3.12 from $prefix"
+  rm -rf local/python312 && mkdir -p local/python312/bin local/python312/lib
+  cp -a "$prefix/bin/python3.12" local/python312/bin/
+  cp -a "$prefix/include" local/python312/
+  cp -a "$prefix"/lib/libpython3.12* local/python312/lib/ 2>/dev/null || true
+  tar -C "$prefix/lib" --exclude=python3.12/test --exclude='python3.12/site-packages/*' \
+    --exclude=__pycache__ -c python3.12 | tar -C local/python312/lib -x
+}
+
 SECONDS=0
 build_base
 copy_host_cas
+if [ "${1:-}" = python3.12 ]; then
+  have "$PREFIX/python:3.12" || { stage_python312; build "$PREFIX/python:3.12" python312.Dockerfile; }
+  rm -rf local/python312
+  log "ready in ${SECONDS}s"
+  echo "PYTHON312_IMAGE=$PREFIX/python:3.12"
+  exit 0
+fi
 build "$PREFIX/python:3.11" python.Dockerfile
 build "$PREFIX/postgres:15" postgres.Dockerfile
 build "$PREFIX/redis:7" redis.Dockerfile

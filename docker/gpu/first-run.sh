@@ -170,16 +170,11 @@ print("--override webshop.history_steps=%s --override webshop.result_refs=%s"
       % (m["history_steps"], m["result_refs"]))' "$MODEL/bootstrap.json"))
   fi
   [ "$LORA_RANK" -gt 0 ] && model+=(--lora-rank "$LORA_RANK" --lora-alpha "$((2 * LORA_RANK))")
-  local attn=()
-  if ! $PY -c "import flash_attn" 2> /dev/null; then
-    attn=(--override actor_rollout_ref.model.use_remove_padding=false
-          --override +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
-  fi
   local t_train=$SECONDS
   timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config "$CONFIG" "${model[@]}" \
     --override "trainer.total_training_steps=$STEPS" \
     --override "webshop.eval_every=$EVAL_EVERY" --override "webshop.eval_goals=$EVAL_GOALS" \
-    "${attn[@]}" "$@" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
+    "$@" 2>&1 | tee "$LOGS/trainer.log" > "$OUT/trainer.log"
   local rc=${PIPESTATUS[0]}
   stamp "trainer exited $rc after $((SECONDS - t_train)) s (total $((SECONDS - t0)) s)"
   if [ "${VLLM_ALONE:-1}" = 1 ]; then  # the GPU is free again: vLLM's own ceiling on it

@@ -754,6 +754,35 @@ def requirements(args: argparse.Namespace) -> None:
             print(f"{pkg.name}=={pkg.version} {hashes}")
 
 
+def lock_mismatches(lock: dict[str, Locked], without: set[str]) -> list[str]:
+    """Each locked package this Python has at another version or lacks, and each installed
+    package the lock does not hold (but pip's own tools and the project)."""
+    from importlib import metadata
+
+    installed = {canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    wrong = [
+        f"{name}: locked {pkg.version}, installed {installed.get(name, 'none')}"
+        for name, pkg in lock.items()
+        if name not in without and installed.get(name) != pkg.version
+    ]
+    ours = {"pip", "setuptools", "wheel", "webshop-rl"}
+    wrong += [
+        f"{name}: installed {version}, not in the lock"
+        for name, version in installed.items()
+        if name not in lock and name not in ours
+    ]
+    return sorted(wrong)
+
+
+def verify(args: argparse.Namespace) -> None:
+    """This Python holds exactly the lock (less ``--without``): the trainer image's check."""
+    lock = read_lock(args.lock)
+    wrong = lock_mismatches(lock, {canonical(n) for n in args.without})
+    if wrong:
+        raise SystemExit("not as locked:\n  " + "\n  ".join(wrong))
+    print(f"{len(lock) - len(args.without)} packages as locked ({args.lock.name})")
+
+
 def install(args: argparse.Namespace) -> None:
     """On the host: pieces -> wheels -> ``--target`` site, then the requirements check."""
     manifest = unpack(args.out, args.unpack)
@@ -766,7 +795,9 @@ def install(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["build", "rehearse", "install", "lock", "requirements"])
+    parser.add_argument(
+        "command", choices=["build", "rehearse", "install", "lock", "requirements", "verify"]
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -808,7 +839,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", type=Path, default=Path("/tmp/wsrl-site"))
     parser.add_argument("--uv", default="uv", help="the uv that resolves the lock (lock)")
     parser.add_argument(
-        "--without", action="append", default=[], help="a package to leave out (requirements)"
+        "--without",
+        action="append",
+        default=[],
+        help="a package to leave out (requirements, verify)",
     )
     args = parser.parse_args(argv)
     commands = {
@@ -817,6 +851,7 @@ def main(argv: list[str] | None = None) -> None:
         "install": install,
         "lock": lock,
         "requirements": requirements,
+        "verify": verify,
     }
     commands[args.command](args)
 

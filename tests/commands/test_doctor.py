@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,14 +18,9 @@ from app.db.session import make_engine, session_scope
 from app.environments import WEBSHOP
 
 pytest.importorskip("verl")
-from trainer.backends.verl.config import load_config
-from trainer.backends.verl.doctor import (
-    disk_check,
-    gpu_checks,
-    model_check,
-    needs_flash_attn,
-    settings_check,
-)
+from trainer.backends.verl import config as verl_config
+from trainer.backends.verl.config import flash_attn_installed, load_config, needs_flash_attn
+from trainer.backends.verl.doctor import disk_check, gpu_checks, model_check, settings_check
 
 runner = CliRunner()
 DEAD = "127.0.0.1:9"
@@ -46,25 +42,44 @@ def test_without_a_gpu_the_gpu_checks_fail_with_their_fix() -> None:
         pytest.skip("this machine has a GPU")
     checks = _by_name(gpu_checks())
     assert not checks["GPU"].ok and "NVIDIA Container Toolkit" in checks["GPU"].fix
+    if shutil.which("nvidia-smi") is None:  # named, not a bare FileNotFoundError
+        assert checks["NVIDIA driver"].detail.startswith("RuntimeError: nvidia-smi not found")
     assert checks["import verl"].ok
     assert not checks["import flash_attn"].ok and "trainer image" in checks["import flash_attn"].fix
 
 
-def test_flash_attn_is_checked_only_where_the_config_uses_it() -> None:
-    # The offline kit's host has no flash-attn (PyPI has only its source): with sdpa and
-    # padding kept, doctor must not stop the run on its import.
-    assert needs_flash_attn(load_config("smoke", []))
-    without = load_config(
-        "smoke",
-        [
-            "actor_rollout_ref.model.use_remove_padding=false",
-            "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-        ],
-    )
-    assert not needs_flash_attn(without)
+def test_without_flash_attn_the_actor_runs_sdpa_with_padding_kept() -> None:
+    # The offline kit's host and `make gpu-image`'s image have no flash-attn (PyPI has
+    # only its source): the configs' default attention must not stop the run there.
+    if flash_attn_installed():
+        pytest.skip("flash-attn is installed here")
+    model = load_config("smoke", []).actor_rollout_ref.model
+    assert model.use_remove_padding is False
+    assert model.override_config.attn_implementation == "sdpa"
+    assert not needs_flash_attn(load_config("smoke", []))
     assert "import flash_attn" not in _by_name(gpu_checks(flash_attn=False))
-    padding_only = load_config("smoke", ["actor_rollout_ref.model.use_remove_padding=false"])
-    assert needs_flash_attn(padding_only)  # verl's default attention is flash_attention_2
+
+
+def test_an_attention_the_config_names_is_kept_and_doctor_checks_flash_attn_for_it() -> None:
+    if flash_attn_installed():
+        pytest.skip("flash-attn is installed here")
+    named = load_config(
+        "smoke", ["+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"]
+    )
+    assert named.actor_rollout_ref.model.use_remove_padding is True
+    assert needs_flash_attn(named)
+    flash = _by_name(gpu_checks(flash_attn=True))["import flash_attn"]
+    assert not flash.ok and "FLASH_ATTN_WHEEL" in flash.fix
+
+
+def test_with_flash_attn_the_configs_attention_is_left_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(verl_config, "flash_attn_installed", lambda: True)
+    model = load_config("smoke", []).actor_rollout_ref.model
+    assert model.use_remove_padding is True
+    assert "attn_implementation" not in (model.get("override_config") or {})
+    assert needs_flash_attn(load_config("smoke", []))
 
 
 def test_unreachable_services_fail_with_their_fix(test_settings: Settings) -> None:

@@ -92,18 +92,44 @@ def test_the_lock_holds_the_installed_verl_and_every_version_its_gpu_extras_pin(
 def test_the_trainer_image_installs_from_the_same_lock() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile.trainer").read_text()
     assert "kit.py requirements --without flash-attn > /tmp/gpu-lock.txt" in dockerfile
-    assert "pip install --no-deps --require-hashes -r /tmp/gpu-lock.txt" in dockerfile
+    assert "pip install -q --no-deps --require-hashes -r /tmp/gpu-lock.txt" in dockerfile
     # every other install names no package of its own: the lock is the one list
     installs = re.findall(r"pip install ([^\n\\]+)", dockerfile)
     assert sorted(i.strip() for i in installs) == sorted(
         [
-            "--no-deps --require-hashes -r /tmp/gpu-lock.txt",
-            '--no-deps "flash-attn @ ${FLASH_ATTN_WHEEL}"',
-            "--no-deps . && pip check",
+            "-q --no-deps --require-hashes -r /tmp/gpu-lock.txt",
+            '-q --no-deps "flash-attn @ ${FLASH_ATTN_WHEEL}"; fi',
+            "-q --no-deps . && pip check",
         ]
     ), installs
     wheel = re.search(r"^ARG FLASH_ATTN_WHEEL=\S+/flash_attn-([\d.]+)\+", dockerfile, re.M)
     assert wheel and wheel.group(1) == kit.read_lock()["flash-attn"].version
+    # then every package at the lock's version (flash-attn too, where it was installed)
+    assert 'kit.py verify $([ -n "$FLASH_ATTN_WHEEL" ] || echo --without flash-attn)' in (
+        dockerfile
+    )
+
+
+def test_verify_names_each_package_not_as_locked(tmp_path: Path) -> None:
+    # The trainer image's last check, run here on this Python's own packages.
+    from importlib import metadata
+
+    installed = {kit.canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    ours = {"pip", "setuptools", "wheel", "webshop-rl"}
+    pins = {n: v for n, v in installed.items() if n not in ours}
+    assert kit.lock_mismatches(kit.read_lock(_lock(tmp_path, pins)), set()) == []
+    assert "pydantic" in pins and "redis" in pins
+    pins["pydantic"] = "0.0.1"
+    gone = pins.pop("redis")
+    pins["flash-attn"] = "2.8.3"
+    wrong = kit.lock_mismatches(kit.read_lock(_lock(tmp_path, pins)), {"flash-attn"})
+    assert wrong == [
+        f"pydantic: locked 0.0.1, installed {installed['pydantic']}",
+        f"redis: installed {gone}, not in the lock",
+    ]
+    assert kit.lock_mismatches(kit.read_lock(_lock(tmp_path, pins)), set())[0] == (
+        "flash-attn: locked 2.8.3, installed none"
+    )
 
 
 def test_the_pieces_come_back_together_and_a_damaged_one_is_refused(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ know about, with messages that say how to fix the config.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from app.core.agent import (
     DEFAULT_PROTOCOL,
@@ -34,6 +36,8 @@ from trainer.checkpoint_protocol import BOOTSTRAP_MANIFEST, bootstrapped_protoco
 from trainer.config import Lora, RunConfig, Sampling, Schedule, TrainerConfig
 from trainer.loop import LoopOptions
 from trainer.models import refuse_tools_unrendered
+
+logger = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 CONFIG_NAMES = ("smoke", "fast", "qwen", "qwen3b", "smollm2")
@@ -108,7 +112,42 @@ def load_config(name: str, overrides: Sequence[str] = ()) -> DictConfig:
         config = compose(config_name=name, overrides=list(overrides))
     OmegaConf.resolve(config)
     check_config(config)
+    if not flash_attn_installed() and without_flash_attn(config):
+        logger.info(
+            "flash-attn is not installed: verl's actor runs with sdpa attention and padding "
+            "kept (the trainer image built with FLASH_ATTN_WHEEL has it)"
+        )
     return config
+
+
+def flash_attn_installed() -> bool:
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+def needs_flash_attn(config: DictConfig) -> bool:
+    """Whether verl's actor loads flash-attn under ``config``: padding removal, or the
+    attention it asks transformers for (verl's default: ``flash_attention_2``)."""
+    model = config.actor_rollout_ref.model
+    attn = (model.get("override_config") or {}).get("attn_implementation", "flash_attention_2")
+    return bool(model.get("use_remove_padding")) or attn == "flash_attention_2"
+
+
+def without_flash_attn(config: DictConfig) -> bool:
+    """Where flash-attn is missing, verl's actor runs with ``sdpa`` and padding kept, unless
+    the config names an attention itself (then `wsrl doctor` fails on flash-attn with the
+    fix). Returns whether ``config`` changed."""
+    model = config.actor_rollout_ref.model
+    if not needs_flash_attn(config) or "attn_implementation" in (
+        model.get("override_config") or {}
+    ):
+        return False
+    with open_dict(model):
+        model.use_remove_padding = False
+        model.override_config = {
+            **(model.get("override_config") or {}),
+            "attn_implementation": "sdpa",
+        }
+    return True
 
 
 def check_config(config: DictConfig) -> None:

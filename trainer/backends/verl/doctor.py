@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -16,17 +17,12 @@ from omegaconf import DictConfig
 
 from app.core.preflight import Check, check, service_checks
 from app.environments import WEBSHOP
-from trainer.backends.verl.config import agent_protocol_of, check_checkpoint_disk
+from trainer.backends.verl.config import (
+    agent_protocol_of,
+    check_checkpoint_disk,
+    needs_flash_attn,
+)
 from trainer.models import KNOWN_MODELS, resolve_model
-
-
-def needs_flash_attn(config) -> bool:
-    """Whether verl's actor loads flash-attn under ``config``: padding removal, or the
-    attention it asks transformers for (verl's default: ``flash_attention_2``). A host
-    without flash-attn (the offline kit's) runs with ``sdpa`` and padding kept."""
-    model = config.actor_rollout_ref.model
-    attn = (model.get("override_config") or {}).get("attn_implementation", "flash_attention_2")
-    return bool(model.get("use_remove_padding")) or attn == "flash_attention_2"
 
 
 def gpu_checks(flash_attn: bool = True) -> list[Check]:
@@ -44,6 +40,11 @@ def gpu_checks(flash_attn: bool = True) -> list[Check]:
         )
 
     def driver() -> str:
+        if shutil.which("nvidia-smi") is None:
+            raise RuntimeError(
+                "nvidia-smi not found: no NVIDIA driver here (a container gets it from the "
+                "NVIDIA Container Toolkit, with --gpus)"
+            )
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True,
@@ -78,10 +79,9 @@ def gpu_checks(flash_attn: bool = True) -> list[Check]:
         modules.append(
             (
                 "flash_attn",
-                "use the trainer image: flash-attn built for its torch and CUDA; or run "
-                "without it: "
-                "--override actor_rollout_ref.model.use_remove_padding=false "
-                "--override +actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+                "the config asks for flash_attention_2: build the trainer image with "
+                "FLASH_ATTN_WHEEL (flash-attn for its torch and CUDA), or leave "
+                "override_config.attn_implementation unset (sdpa without flash-attn)",
             )
         )
     for module, fix in modules:

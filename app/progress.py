@@ -25,6 +25,7 @@ from redis import Redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.redis_client import db_channel
 from app.db.lifecycle import RolloutMode
 from app.db.models import Rollout, TrainStep
 from app.db.performance import evaluation_rounds, version_span
@@ -95,7 +96,7 @@ def format_message(message: dict[str, Any]) -> str:
 def follow(redis: Redis, channel: str, *, poll_s: float = 0.5) -> Iterator[dict[str, Any] | None]:
     """Messages of ``channel`` as dicts; ``None`` every ``poll_s`` without one (to redraw)."""
     pubsub = redis.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(channel)
+    pubsub.subscribe(db_channel(redis, channel))
     try:
         while True:
             raw = pubsub.get_message(timeout=poll_s)

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.agent import NO_ACTION, StepRecord
 from app.core.llm import LLMCall, call_row
+from app.core.redis_client import db_channel
 from app.db.session import session_scope
 from app.db.types import without_nul
 from workers.log_queue import PublishQueue
@@ -86,7 +87,7 @@ class LogPublisher:
         queue: PublishQueue | None = None,
     ) -> None:
         self._redis = redis
-        self._channel = channel
+        self._channel = db_channel(redis, channel)
         self._queue = queue
         self._base = {"rollout": str(rollout_id), "attempt": attempt, "worker": worker}
 

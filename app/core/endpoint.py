@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.core.agent import AgentProtocol
+from app.core.redis_client import db_channel
 from app.db.lifecycle import PolicyVersionStatus, check_transition
 from app.db.models import PolicyVersion
 
@@ -212,7 +213,7 @@ def publish_endpoint(
     """
     payload = endpoint.to_json()
     redis.set(key, payload)
-    receivers = cast(int, redis.publish(channel, payload))
+    receivers = cast(int, redis.publish(db_channel(redis, channel), payload))
     logger.info(
         "published policy endpoint v%d %s (%s) at %s",
         endpoint.version,
@@ -247,7 +248,7 @@ def withdraw_endpoint(
     While Postgres records an active version, workers and the reconciler write the record
     back: use :func:`withdraw_policy` to unpublish for good."""
     redis.delete(key)
-    redis.publish(channel, b"")
+    redis.publish(db_channel(redis, channel), b"")
     logger.info("withdrew the published policy endpoint")
 
 
@@ -290,7 +291,7 @@ def restore_endpoint(
         return None
     if not redis.set(key, endpoint.to_json(), nx=True):
         return None
-    redis.publish(channel, endpoint.to_json())
+    redis.publish(db_channel(redis, channel), endpoint.to_json())
     logger.warning(
         "policy endpoint record was missing from Redis; restored v%d from Postgres",
         endpoint.version,
@@ -337,7 +338,7 @@ class FollowedRecord:
     ) -> None:
         self._redis = redis
         self._key = key
-        self._channel = channel
+        self._channel = db_channel(redis, channel)
         self._max_age_s = max_age_s
         self._subscribe_timeout_s = subscribe_timeout_s
         self._lock = threading.Lock()  # one subscription, one read of the key at a time

@@ -30,5 +30,14 @@ def connect_async_redis(settings: Settings, **options: Any) -> redis.asyncio.Red
     return redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **_with_timeout(options))
 
 
+def db_channel(client: Redis | redis.asyncio.Redis, name: str) -> str:
+    """The Pub/Sub channel ``name`` of ``client``'s db: ``name`` itself on db 0, else
+    ``name:db<N>``. Redis delivers a message to every subscriber of the channel on the
+    server, whatever db either selected, so two deployments sharing a server on different
+    dbs would otherwise hear each other's announcements and log lines."""
+    db = int(client.connection_pool.connection_kwargs.get("db") or 0)
+    return name if db == 0 else f"{name}:db{db}"
+
+
 def _with_timeout(options: dict[str, Any]) -> dict[str, Any]:
     return {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, **options}

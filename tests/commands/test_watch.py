@@ -9,6 +9,7 @@ import uuid
 import redis
 
 from app.config import Settings
+from app.core.redis_client import db_channel
 from app.progress import EpisodeTally, follow, format_message
 from workers.log_queue import PublishQueue
 from workers.recording import LogPublisher
@@ -94,21 +95,22 @@ def test_nobody_listening_means_nothing_is_published_until_someone_does(
     then one batch asks again, and a watcher that subscribed meanwhile gets the lines."""
     client = redis.Redis.from_url(test_settings.resolved_redis_url())
     channel = f"wsrl:logs:test:{uuid.uuid4().hex[:8]}"
+    heard = db_channel(client, channel)  # what the publisher sends on: this db's
     queue = PublishQueue(client, unheard_s=0.5)
     publisher = LogPublisher(
         client, channel, rollout_id=uuid.uuid4(), attempt=1, worker="w", queue=queue
     )
     try:
         publisher.publish("log", line="[TASK] heard by no one")
-        assert _wait(lambda: not queue.wanted(channel)), "a batch nobody heard stops the channel"
+        assert _wait(lambda: not queue.wanted(heard)), "a batch nobody heard stops the channel"
         publisher.publish("log", line="[STEP] dropped before it is built")
         stream = follow(client, channel, poll_s=0.1)
         assert next(stream) is None  # subscribed
-        assert _wait(lambda: queue.wanted(channel)), "asked again after unheard_s"
+        assert _wait(lambda: queue.wanted(heard)), "asked again after unheard_s"
         publisher.publish("log", line="[DONE] heard")
         message = next(m for m in stream if m is not None)
         assert message["line"] == "[DONE] heard"  # the dropped line never arrives
-        assert queue.wanted(channel)
+        assert queue.wanted(heard)
         stream.close()
     finally:
         queue.close()

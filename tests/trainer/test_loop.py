@@ -25,6 +25,7 @@ from sqlalchemy import select
 from app.config import Settings
 from app.core.celery import create_celery
 from app.core.endpoint import ENDPOINT_CHANNEL, ENDPOINT_KEY, read_endpoint
+from app.core.redis_client import db_channel
 from app.db.lifecycle import PolicyVersionStatus, RolloutMode, RolloutStatus
 from app.db.models import PolicyVersion, Rollout, TrainStep
 from app.db.session import make_engine, make_sessionmaker, session_scope
@@ -70,16 +71,14 @@ def test_step_trains_complete_fresh_groups_marks_them_and_republishes(
     try:
         assert trainer.loop.version == 6  # above everything published, no checkpoint yet
         pubsub = client.pubsub()
-        pubsub.subscribe(ENDPOINT_CHANNEL)
+        pubsub.subscribe(db_channel(client, ENDPOINT_CHANNEL))
         pubsub.get_message(timeout=1.0)  # the subscription confirmation
         [_] = trainer.loop.run(steps=1, wait_timeout_s=10)
         announced = []
         while (message := pubsub.get_message(timeout=1.0)) is not None:
-            # Pub/Sub ignores the db index: the other test processes' announcements (on
-            # their own dbs) are heard too, so only this trainer's count.
-            data = json.loads(message["data"] or "{}")
-            if data.get("base_url") == trainer.base_url:
-                announced.append(data)
+            # this db's channel only: the other test processes' trainers (on their own
+            # dbs of the same server) are not heard
+            announced.append(json.loads(message["data"] or "{}"))
         assert [(a["version"], a["status"]) for a in announced] == [
             (7, "paused"),
             (7, "serving"),

@@ -26,6 +26,7 @@ from app.core.endpoint import (
     withdraw_endpoint,
 )
 from app.core.llm import LLMUnavailable
+from app.core.redis_client import db_channel
 from app.db.lifecycle import PolicyVersionStatus
 from app.db.models import PolicyVersion
 from app.environments.webshop.agent import build_messages
@@ -71,7 +72,7 @@ def test_the_protocol_travels_in_the_record_and_a_record_without_it_still_reads(
 def test_publish_then_read_round_trip_and_announce(redis_client: redis.Redis, key: str) -> None:
     channel = f"{key}:announce"
     pubsub = redis_client.pubsub()
-    pubsub.subscribe(channel)
+    pubsub.subscribe(db_channel(redis_client, channel))
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     endpoint = PolicyEndpoint("http://127.0.0.1:9/v1", "qwen", 3, EndpointStatus.PAUSED)
     assert publish_endpoint(redis_client, endpoint, key=key, channel=channel) == 1
@@ -79,6 +80,37 @@ def test_publish_then_read_round_trip_and_announce(redis_client: redis.Redis, ke
     message = pubsub.get_message(timeout=1)
     assert PolicyEndpoint.from_json(message["data"]) == endpoint
     pubsub.close()
+
+
+def _another_db(client: redis.Redis) -> redis.Redis:
+    db = int(client.connection_pool.connection_kwargs.get("db") or 0)
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(
+            **{**client.connection_pool.connection_kwargs, "db": db % 15 + 1}
+        )
+    )
+
+
+def test_a_deployment_on_another_db_of_the_server_is_not_heard(
+    redis_client: redis.Redis, key: str
+) -> None:
+    # Redis delivers Pub/Sub messages server-wide whatever db each side selected: two
+    # stacks sharing a server on different dbs heard each other's announcements.
+    other = _another_db(redis_client)
+    pubsub = redis_client.pubsub()
+    try:
+        pubsub.subscribe(db_channel(redis_client, f"{key}:announce"))
+        assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+        theirs = PolicyEndpoint("http://127.0.0.1:9/v1", "theirs", 8)
+        assert publish_endpoint(other, theirs, key=key, channel=f"{key}:announce") == 0
+        assert pubsub.get_message(timeout=0.3) is None
+        ours = PolicyEndpoint("http://127.0.0.1:9/v1", "ours", 2)
+        assert publish_endpoint(redis_client, ours, key=key, channel=f"{key}:announce") == 1
+        assert PolicyEndpoint.from_json(pubsub.get_message(timeout=1)["data"]) == ours
+    finally:
+        pubsub.close()
+        other.delete(key)
+        other.close()
 
 
 def test_read_nothing_published_is_none(redis_client: redis.Redis, key: str) -> None:

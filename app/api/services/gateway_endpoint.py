@@ -35,6 +35,7 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from app.core.endpoint import ENDPOINT_CHANNEL, ENDPOINT_KEY
+from app.core.redis_client import db_channel
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class AnnouncedEndpoint:
     ) -> None:
         self._redis = redis
         self._key = key
-        self._channel = channel
+        self._channel = db_channel(redis, channel)
         self._max_age_s = max_age_s
         self._clock = clock
         self._lock = asyncio.Lock()  # one subscription, one read of the key at a time
@@ -113,9 +114,7 @@ class AnnouncedEndpoint:
     async def _listen(self, pubsub: PubSub) -> None:
         """Flag announcements; the next call reads the key.
 
-        The announcement is only a hint, the key is the truth: channels are server-wide
-        while keys belong to a Redis db, so another deployment's announcements on the same
-        server cost a GET here, never a wrong endpoint. When the subscription breaks, the
+        The announcement is only a hint, the key is the truth. When the subscription breaks, the
         task ends and the next call subscribes again.
         """
         try:

@@ -27,7 +27,10 @@
 # --model NAME`: zero-shot it scores 0, and RL learns nothing from flat groups) and trains
 # that folder, played with its demonstrations' protocol. EVAL_EVERY and EVAL_GOALS set the
 # held-out rounds (default: 8 goals after every version; EVAL_EVERY=$STEPS EVAL_GOALS=100:
-# version 0 and the last on 100 goals).
+# version 0 and the last on 100 goals). ATTRIBUTE=1 (the default; not with LORA_RANK) saves
+# each step's weights in Hugging Face form and, after the run, scores the calls recorded
+# under each version with its weights and the next's: which generated the calls that
+# crossed a pause (report.py attribute).
 # Everything lives under /tmp and in processes started with setsid: later commands of the
 # same machine see them.
 set -uo pipefail
@@ -47,6 +50,8 @@ LORA_RANK=${LORA_RANK:-0}
 WARM_START=${WARM_START:-1}
 EVAL_EVERY=${EVAL_EVERY:-1}
 EVAL_GOALS=${EVAL_GOALS:-8}
+ATTRIBUTE=${ATTRIBUTE:-1}
+[ "$LORA_RANK" -gt 0 ] && ATTRIBUTE=0  # versions are adapters there, not whole weights
 
 receive() {
   if [ ! -d "$PIECES" ] && [ -n "${OUT:-}" ]; then
@@ -170,6 +175,10 @@ print("--override webshop.history_steps=%s --override webshop.result_refs=%s"
       % (m["history_steps"], m["result_refs"]))' "$MODEL/bootstrap.json"))
   fi
   [ "$LORA_RANK" -gt 0 ] && model+=(--lora-rank "$LORA_RANK" --lora-alpha "$((2 * LORA_RANK))")
+  if [ "$ATTRIBUTE" = 1 ]; then  # every version's weights kept, without the optimizer
+    model+=(--override trainer.save_freq=1 --override trainer.max_actor_ckpt_to_keep=null
+            --override "actor_rollout_ref.actor.checkpoint.save_contents=[hf_model]")
+  fi
   local t_train=$SECONDS
   timeout "$TRAIN_TIMEOUT_S" wsrl train --backend verl --config "$CONFIG" "${model[@]}" \
     --override "trainer.total_training_steps=$STEPS" \
@@ -183,6 +192,14 @@ print("--override webshop.history_steps=%s --override webshop.result_refs=%s"
       stamp "vLLM alone benchmarked in $((SECONDS - t_alone)) s"
     else
       stamp "vLLM alone: failed after $((SECONDS - t_alone)) s (vllm-alone.log)"
+    fi
+  fi
+  if [ "$ATTRIBUTE" = 1 ]; then
+    local t_attr=$SECONDS
+    if $PY docker/gpu/report.py attribute "$LOGS" "$CONFIG" $MODEL > "$LOGS/attribute.log" 2>&1; then
+      stamp "calls attributed to their weights in $((SECONDS - t_attr)) s"
+    else
+      stamp "attribution: failed after $((SECONDS - t_attr)) s (attribute.log)"
     fi
   fi
   $PY docker/gpu/report.py summary "$LOGS" >> "$OUT/report.md" 2>&1

@@ -746,7 +746,8 @@ def lock(args: argparse.Namespace) -> None:
 
 def requirements(args: argparse.Namespace) -> None:
     """The lock as pip reads it (``--require-hashes``), less the packages named ``--without``
-    (the trainer image adds flash-attn from its prebuilt wheel)."""
+    (the trainer image adds flash-attn from its prebuilt wheel, where FLASH_ATTN_WHEEL names
+    one)."""
     without = {canonical(n) for n in args.without}
     for pkg in read_lock(args.lock).values():
         if pkg.name not in without:

@@ -143,6 +143,16 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
     assert "Throughput against vLLM alone: no rollouts phase or no vLLM" not in text
     assert "while serving; vLLM alone on this GPU" in text
     assert "| 0 | 4 | 4 | 4 | 1 |" in text  # v0's calls: 4, all with ids and logprobs, 1 aborted
+    assert "not measured: the run saved no Hugging Face weights per step" in text
+    (tmp_path / "attribution.json").write_text(
+        report.json.dumps([{"version": 0, "calls scored": 4, "by v+1's weights": 1}])
+    )
+    get_settings.cache_clear()
+    try:
+        text = report.summary(tmp_path)
+    finally:
+        get_settings.cache_clear()
+    assert "| version | calls scored | by v+1's weights |\n|---|---|---|\n| 0 | 4 | 1 |" in text
 
 
 def test_the_served_and_the_trainers_probabilities_are_reported_per_updating_step() -> None:
@@ -169,3 +179,79 @@ def test_the_pipelines_throughput_is_a_share_of_vllm_alone() -> None:
     line = report.throughput_ratio(rows, alone)
     assert line.endswith("**0.250x**") and "2048 tokens/s while serving" in line
     assert report.throughput_ratio(rows[:1], alone).startswith("no rollouts phase")
+
+
+def test_each_call_is_attributed_to_the_weights_that_generated_it(
+    fresh_settings, tmp_path: Path, monkeypatch
+) -> None:
+    """Version 1 is the shipped tiny policy's weights perturbed, laid out as verl saves a
+    step's checkpoint with ``hf_model``. Four calls are recorded under version 0: the server
+    generated (and scored, with bf16-sized noise) two with v0's weights and two with v1's,
+    the calls that waited out a pause. Each is attributed to the weights that made it."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("verl")
+    import torch
+    from helpers.training_rows import S, add_group
+    from sqlalchemy import select
+    from transformers import AutoModelForCausalLM
+
+    from app.config import get_settings
+    from app.db.models import Attempt, LlmCall, Rollout
+    from app.db.session import make_engine, make_sessionmaker, session_scope
+    from trainer.backends.verl.trainer import STATE_FILE
+    from trainer.tensors import token_logprobs
+
+    base = ROOT / "trainer" / "bootstrap" / "tiny-0"
+    step = tmp_path / "checkpoints" / "global_step_1"
+    hf = step / "actor" / "huggingface"
+    perturbed = AutoModelForCausalLM.from_pretrained(base)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in perturbed.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    perturbed.save_pretrained(hf)
+    (step / STATE_FILE).write_text(json.dumps({"step": 1, "version": 1}))
+    config_only = tmp_path / "checkpoints" / "global_step_2"  # a step saved without hf_model
+    perturbed.config.save_pretrained(config_only / "actor" / "huggingface")
+    (config_only / STATE_FILE).write_text(json.dumps({"step": 2, "version": 2}))
+    weights = report.version_weights(tmp_path / "checkpoints", str(base))
+    assert weights == {0: str(base), 1: str(hf)}
+
+    served_by = {0: AutoModelForCausalLM.from_pretrained(base).eval(), 1: perturbed.eval()}
+    noise = torch.Generator().manual_seed(1)
+    engine = make_engine(fresh_settings)
+    crossed = []
+    with session_scope(make_sessionmaker(engine)) as session:
+        add_group(session, [S, S], version=0)
+        rows = session.execute(
+            select(LlmCall, Rollout.sample_index)
+            .join(Attempt, Attempt.id == LlmCall.attempt_id)
+            .join(Rollout, Rollout.id == Attempt.rollout_id)
+            .order_by(LlmCall.id)
+        ).all()
+        for call, sample in rows:  # sample 1's calls waited out the pause: v1 made them
+            ids = torch.tensor([call.prompt_token_ids + call.response_token_ids])
+            with torch.no_grad():
+                logp = token_logprobs(served_by[sample](ids).logits, ids)[0]
+            logp = logp[len(call.prompt_token_ids) - 1 :]
+            logp = logp + torch.randn(logp.shape, generator=noise) * 0.01
+            call.response_logprobs = logp.tolist()
+            call.latency_ms = 5000.0 if sample else 300.0
+            if sample:
+                crossed.append(call.id)
+    engine.dispose()
+
+    monkeypatch.setenv("WSRL_DATABASE_URL", fresh_settings.database_url)
+    get_settings.cache_clear()
+    try:
+        [row] = report.attribute(weights)
+    finally:
+        get_settings.cache_clear()
+    assert row["version"] == 0 and row["calls scored"] == 4
+    assert (row["by v's weights"], row["by v+1's weights"]) == (2, 2)
+    assert row["the v+1 ones: latency ms, max"] == 5000.0
+    assert sorted(map(int, row["their ids"].split())) == sorted(crossed)
+    assert row["mean distance to v"] > 0 and row["to v+1"] > 0

@@ -17,6 +17,7 @@ from app.db.lifecycle import RolloutStart
 from app.webshop.env import WebShopEnv
 from app.webshop.success import success_rate
 from trainer.bootstrap.play import LocalEpisode
+from trainer.config import Sampling
 from trainer.generation import GenerationRequest, generate_batch
 
 
@@ -56,7 +57,7 @@ def evaluate(
     *,
     protocol: AgentProtocol = DEFAULT_PROTOCOL,
     temperature: float = 0.0,
-    max_tokens: int = 32,
+    max_tokens: int | None = None,
     batch_size: int = 25,
     seed: int = 0,
     start: RolloutStart | str = RolloutStart.SEARCH,
@@ -70,7 +71,11 @@ def evaluate(
     ``progress(steps, at_most, detail)`` is called after every batch: the episode steps
     played so far and at most how many there will be in all (every unfinished episode
     playing to ``max_steps``; it shrinks as episodes end). Episodes advance together, so
-    steps, not finished episodes, are what grows at a steady pace."""
+    steps, not finished episodes, are what grows at a steady pace. A reply is cut at
+    ``max_tokens``, by default the cap the run configuration samples train and held-out
+    rollouts with (:class:`trainer.config.Sampling`), so a policy is scored as it played."""
+    if max_tokens is None:
+        max_tokens = Sampling().max_tokens
     max_steps = protocol.max_steps
     episodes = [LocalEpisode(env, g, protocol, start=start) for g in goal_ids]
     steps = 0

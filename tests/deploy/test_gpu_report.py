@@ -130,11 +130,15 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
     alone["output_tokens_per_s"] = 256 * 128 / 4.0
     (tmp_path / "vllm-alone.json").write_text(report.json.dumps(alone))
     monkeypatch.setenv("WSRL_DATABASE_URL", fresh_settings.database_url)
-    get_settings.cache_clear()
-    try:
-        text = report.summary(tmp_path)
-    finally:
+
+    def summary() -> str:
         get_settings.cache_clear()
+        try:
+            return report.summary(tmp_path)
+        finally:
+            get_settings.cache_clear()
+
+    text = summary()
     assert "## Where the GPU's time went" in text
     assert "| start-up | 5 | 26.3 % | 50 % | 5 | 0 | 0 |" in text  # v0 served at 5 s
     assert "| rollouts | 14 | 73.7 % | 50 % | 14 | 12 | 0.9 |" in text
@@ -147,11 +151,7 @@ def test_the_summary_of_a_run_carries_the_gpu_time_section(
     (tmp_path / "attribution.json").write_text(
         report.json.dumps([{"version": 0, "calls scored": 4, "by v+1's weights": 1}])
     )
-    get_settings.cache_clear()
-    try:
-        text = report.summary(tmp_path)
-    finally:
-        get_settings.cache_clear()
+    text = summary()
     assert "| version | calls scored | by v+1's weights |\n|---|---|---|\n| 0 | 4 | 1 |" in text
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import tokenizers
 import torch
@@ -201,14 +201,35 @@ def _nll(model: Any, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
     return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
+class Imitation(Protocol):
+    """What :func:`supervised` reads of a configuration: :class:`BootstrapConfig` for the
+    tiny policy, :class:`trainer.bootstrap.warm_start.WarmStartConfig` for a pretrained
+    model."""
+
+    @property
+    def seed(self) -> int: ...
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def lr(self) -> float: ...
+    @property
+    def context_weight(self) -> float: ...
+
+
 def supervised(
     model: Any,
     samples: list[Sample],
-    config: BootstrapConfig,
+    config: Imitation,
     pad_id: int,
     progress: Progress = _no_progress,
 ) -> float:
-    """Trains ``model`` on the masked tokens of ``samples``; returns the last epoch's loss."""
+    """Trains ``model`` on the masked tokens of ``samples`` on its device, in bfloat16
+    autocast on a GPU (float32 weights and optimiser); returns the last epoch's loss. On a
+    CPU the device move and the autocast are no-ops: the tiny policy's weights are the
+    same as before either existed."""
+    device = next(model.parameters()).device
     rng = random.Random(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
     total = config.epochs * -(-len(samples) // config.batch_size)
@@ -217,7 +238,9 @@ def supervised(
     for epoch in range(config.epochs):
         losses = []
         for chunk in _batches(samples, config.batch_size, rng):
-            loss = action_nll(model, collate(chunk, pad_id), config.context_weight)
+            batch = collate(chunk, pad_id).to(device)
+            with torch.autocast("cuda", torch.bfloat16, enabled=device.type == "cuda"):
+                loss = action_nll(model, batch, config.context_weight)
             for group in optimizer.param_groups:
                 group["lr"] = _lr(step, total, config.lr)
             loss.backward()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,17 +30,13 @@ from trainer.bootstrap import demonstrations
 from trainer.bootstrap.build import (
     BootstrapConfig,
     Progress,
-    _batches,
-    _lr,
     _no_progress,
-    action_nll,
     built_with,
     gather,
+    supervised,
 )
 from trainer.bootstrap.shipped import MANIFEST, file_hashes
 from trainer.checkpoint_protocol import TINY_HISTORY_STEPS, TINY_RESULT_REFS
-from trainer.samples import Sample
-from trainer.tensors import collate
 
 logger = logging.getLogger(__name__)
 
@@ -101,43 +96,6 @@ def cached(out: Path, base: Path, config: WarmStartConfig) -> dict[str, Any] | N
     return manifest if same else None
 
 
-def imitate(
-    model: Any,
-    samples: list[Sample],
-    config: WarmStartConfig,
-    pad_id: int,
-    progress: Progress = _no_progress,
-) -> float:
-    """Trains ``model`` on the reply tokens of ``samples`` on its device, in bfloat16
-    autocast on a GPU (float32 weights and optimiser); returns the last epoch's mean loss.
-    The tiny policy's own loop (:func:`trainer.bootstrap.build.supervised`) is left as it
-    is: its code is part of the shipped build's fingerprint."""
-    device = next(model.parameters()).device
-    rng = random.Random(config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
-    total = config.epochs * -(-len(samples) // config.batch_size)
-    step, losses = 0, []
-    model.train()
-    for epoch in range(config.epochs):
-        losses = []
-        for chunk in _batches(samples, config.batch_size, rng):
-            batch = collate(chunk, pad_id).to(device)
-            with torch.autocast("cuda", torch.bfloat16, enabled=device.type == "cuda"):
-                loss = action_nll(model, batch, config.context_weight)
-            for group in optimizer.param_groups:
-                group["lr"] = _lr(step, total, config.lr)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            step += 1
-            detail = f"epoch {epoch + 1}/{config.epochs}, loss {sum(losses) / len(losses):.3f}"
-            progress("imitation", step, total, detail)
-    model.eval()
-    return sum(losses) / max(len(losses), 1)
-
-
 def warm_start(
     env: WebShopEnv,
     base: Path,
@@ -161,7 +119,7 @@ def warm_start(
     pad_id = tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
     samples = [demonstrations.to_sample(d, tokenizer) for d in inputs.demos]
     model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32).to(device)
-    loss = imitate(model, samples, config, pad_id, progress)
+    loss = supervised(model, samples, config, pad_id, progress)
     out.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(out)
     tokenizer.save_pretrained(out)

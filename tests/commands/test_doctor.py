@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,11 +49,19 @@ def test_without_a_gpu_the_gpu_checks_fail_with_their_fix() -> None:
     assert not checks["import flash_attn"].ok and "trainer image" in checks["import flash_attn"].fix
 
 
-def test_without_flash_attn_the_actor_runs_sdpa_with_padding_kept() -> None:
+def _without_flash_attn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """flash-attn absent for this test, whether or not this machine has it: a None in
+    sys.modules makes ``find_spec`` answer None and ``import`` fail."""
+    monkeypatch.setitem(sys.modules, "flash_attn", None)
+    assert not flash_attn_installed()
+
+
+def test_without_flash_attn_the_actor_runs_sdpa_with_padding_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The offline kit's host and `make gpu-image`'s image have no flash-attn (PyPI has
     # only its source): the configs' default attention must not stop the run there.
-    if flash_attn_installed():
-        pytest.skip("flash-attn is installed here")
+    _without_flash_attn(monkeypatch)
     model = load_config("smoke", []).actor_rollout_ref.model
     assert model.use_remove_padding is False
     assert model.override_config.attn_implementation == "sdpa"
@@ -60,9 +69,10 @@ def test_without_flash_attn_the_actor_runs_sdpa_with_padding_kept() -> None:
     assert "import flash_attn" not in _by_name(gpu_checks(flash_attn=False))
 
 
-def test_an_attention_the_config_names_is_kept_and_doctor_checks_flash_attn_for_it() -> None:
-    if flash_attn_installed():
-        pytest.skip("flash-attn is installed here")
+def test_an_attention_the_config_names_is_kept_and_doctor_checks_flash_attn_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without_flash_attn(monkeypatch)
     named = load_config(
         "smoke", ["+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"]
     )

@@ -57,7 +57,7 @@ def evaluate(
     *,
     protocol: AgentProtocol = DEFAULT_PROTOCOL,
     temperature: float = 0.0,
-    max_tokens: int | None = None,
+    max_tokens: int = Sampling().max_tokens,
     batch_size: int = 25,
     seed: int = 0,
     start: RolloutStart | str = RolloutStart.SEARCH,
@@ -74,8 +74,6 @@ def evaluate(
     steps, not finished episodes, are what grows at a steady pace. A reply is cut at
     ``max_tokens``, by default the cap the run configuration samples train and held-out
     rollouts with (:class:`trainer.config.Sampling`), so a policy is scored as it played."""
-    if max_tokens is None:
-        max_tokens = Sampling().max_tokens
     max_steps = protocol.max_steps
     episodes = [LocalEpisode(env, g, protocol, start=start) for g in goal_ids]
     steps = 0
